@@ -1,0 +1,193 @@
+"""Helpers for hidden tests: compare a student's answer with the reference and name the mistake.
+
+Every check raises ``AssertionError`` with a one-line message meant for the student:
+what was wrong (shape, dtype, largest error and where), and, when the answer matches a
+known mistake, which one and where the notebook explains it. Messages never print
+reference values, only shapes, errors and positions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+
+def generator(seed: int) -> torch.Generator:
+    """A private RNG, so a student who reseeds torch cannot steer the test inputs."""
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape: int, gen: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+
+
+def tolerance(dtype: torch.dtype) -> dict[str, float]:
+    """Tolerances that accept every correct formula (matmul, einsum, float64 inside)."""
+    if dtype == torch.float64:
+        return {"rtol": 1e-7, "atol": 1e-9}
+    if dtype == torch.bfloat16:
+        return {"rtol": 2e-2, "atol": 2e-2}
+    return {"rtol": 1e-4, "atol": 1e-5}
+
+
+def student_name(ns: Mapping[str, Any], name: str) -> Any:
+    """The student's definition of ``name``, or a clear failure if it is missing."""
+    if name not in ns:
+        raise AssertionError(
+            f"`{name}` is not defined: run its answer cell, and keep the name `{name}`."
+        )
+    return ns[name]
+
+
+def as_tensor(result: Any, what: str) -> torch.Tensor:
+    if not isinstance(result, torch.Tensor):
+        raise AssertionError(f"{what} should be a torch.Tensor, got {type(result).__name__}.")
+    return result
+
+
+def unpack_pair(result: Any, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Check that ``result`` is an ``(output, weights)`` pair of tensors."""
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        got = f"a {type(result).__name__}" if not isinstance(result, tuple | list) else (
+            f"{len(result)} values")
+        raise AssertionError(f"{what} should return a pair (output, weights), got {got}.")
+    return as_tensor(result[0], f"{what}'s output"), as_tensor(result[1], f"{what}'s weights")
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    return got.shape == expected.shape and torch.allclose(
+        got.detach().double(), expected.detach().double(), equal_nan=False,
+        **tolerance(expected.dtype),
+    )
+
+
+def assert_matches(
+    got: Any,
+    expected: torch.Tensor,
+    what: str,
+    mistakes: Mapping[str, torch.Tensor] | None = None,
+    hint: str = "",
+) -> None:
+    """Fail with a student-facing message unless ``got`` equals ``expected``.
+
+    Args:
+        got: the student's result.
+        expected: the reference result (its shape and dtype are the contract).
+        what: how to call the result in the message, e.g. "softmax(x, dim=1)".
+        mistakes: known wrong results, by a description of the mistake that made them;
+            if ``got`` equals one of them, the message names it.
+        hint: appended to the message when no known mistake matches.
+    """
+    got = as_tensor(got, what)
+    for description, wrong in (mistakes or {}).items():
+        if wrong is not None and _close(got, wrong) and not _close(got, expected):
+            raise AssertionError(f"{what}: {description}")
+    if got.shape != expected.shape:
+        raise AssertionError(
+            f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}. {hint}".strip()
+        )
+    if got.dtype != expected.dtype:
+        raise AssertionError(
+            f"{what} has dtype {got.dtype}, expected {expected.dtype} (the dtype of the inputs)."
+        )
+    bad = ~torch.isfinite(got.detach())
+    if bad.any() and torch.isfinite(expected).all():
+        index = tuple(int(i) for i in bad.nonzero()[0])
+        raise AssertionError(
+            f"{what} contains inf/NaN (first at index {index}) where every value should be "
+            f"finite. {hint}".strip()
+        )
+    if not _close(got, expected):
+        diff = (got.detach().double() - expected.detach().double()).abs()
+        index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
+        raise AssertionError(
+            f"{what} differs from the expected values: max abs error {diff.max().item():.3g} "
+            f"at index {index}. {hint}".strip()
+        )
+
+
+@contextlib.contextmanager
+def reference_for(ns: dict[str, Any], **replacements: Any) -> Iterator[None]:
+    """Temporarily replace names in the notebook's namespace with reference versions.
+
+    An exercise that calls the student's earlier functions is then graded on its own:
+    a mistake in ``softmax`` costs the ``softmax`` points only, not those of every
+    exercise built on it.
+    """
+    missing = object()
+    saved = {name: ns.get(name, missing) for name in replacements}
+    ns.update(replacements)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                ns.pop(name, None)
+            else:
+                ns[name] = value
+
+
+def isolate(ns: dict[str, Any], test: Callable[[], None], **replacements: Any) -> Callable[[], None]:
+    """Wrap a visible test so that it runs with reference versions of earlier exercises."""
+
+    @functools.wraps(test)
+    def run() -> None:
+        with reference_for(ns, **replacements):
+            test()
+
+    return run
+
+
+@contextlib.contextmanager
+def forbid(targets: Mapping[tuple[Any, str], str]) -> Iterator[list[str]]:
+    """Record calls to built-ins an exercise must not use (e.g. ``torch.softmax``).
+
+    Args:
+        targets: ``{(owner, attribute): label}``; each attribute is wrapped for the
+            duration of the block and its label is appended to the yielded list when called.
+    """
+    used: list[str] = []
+    saved = []
+    for (owner, attr), label in targets.items():
+        original = getattr(owner, attr)
+        saved.append((owner, attr, original))
+
+        def spy(*args: Any, __original: Any = original, __label: str = label, **kwargs: Any) -> Any:
+            used.append(__label)
+            return __original(*args, **kwargs)
+
+        setattr(owner, attr, spy)
+    try:
+        yield used
+    finally:
+        for owner, attr, original in saved:
+            setattr(owner, attr, original)
+
+
+def copy_linear(student: torch.nn.Module, reference: torch.nn.Module, names: list[str]) -> None:
+    """Copy the reference's ``nn.Linear`` parameters into the student's by SPEC names."""
+    for name in names:
+        mine = getattr(student, name, None)
+        theirs = getattr(reference, name)
+        if not isinstance(mine, torch.nn.Linear):
+            raise AssertionError(
+                f"attribute `{name}` should be an nn.Linear, got {type(mine).__name__}; keep "
+                "the names given in the stub's __init__."
+            )
+        if mine.weight.shape != theirs.weight.shape:
+            raise AssertionError(
+                f"`{name}.weight` has shape {tuple(mine.weight.shape)}, expected "
+                f"{tuple(theirs.weight.shape)} (nn.Linear(in_features, out_features) stores "
+                "(out_features, in_features))."
+            )
+        if (mine.bias is None) != (theirs.bias is None):
+            want = "no bias (bias=False)" if theirs.bias is None else "a bias"
+            raise AssertionError(f"`{name}` should have {want}.")
+        with torch.no_grad():
+            mine.weight.copy_(theirs.weight)
+            if theirs.bias is not None:
+                mine.bias.copy_(theirs.bias)

@@ -1,0 +1,407 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %%
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "01_self_attention"
+    )
+    PROVIDED = []  # modules shipped beside this notebook (none for notebook 01)
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
+# %% [markdown]
+# # 01 · Self-attention
+#
+# Recurrent networks read a sentence one word at a time and squeeze everything seen so
+# far into one hidden state. Words far apart can only talk through that bottleneck, and
+# the work cannot be spread over the positions of a sentence in parallel.
+#
+# **Self-attention** lets every position look at every other position directly. Each
+# word asks a question (its *query*), every word offers a label (its *key*) and some
+# content (its *value*); a word's new representation is an average of all values,
+# weighted by how well its query matches each key. Because the queries, keys and values
+# all come from the *same* sequence, it is called *self*-attention. That is the core of
+# the Transformer (Vaswani et al., 2017, *Attention Is All You Need*, section 3.2).
+#
+# In this notebook you build plain dot-product self-attention,
+#
+# $$\mathrm{SelfAttention}(X) = \mathrm{softmax}\!\left(Q K^\top\right) V,\qquad
+#   Q = X W_Q,\; K = X W_K,\; V = X W_V,$$
+#
+# step by step. The paper also divides $QK^\top$ by $\sqrt{d_k}$; *why* that matters is
+# the lesson of notebook 02, so here there is **no scale**.
+#
+# **Exercises:** `softmax`, `attention_scores`, `self_attention`, `SelfAttention`.
+# Each answer cell says `# YOUR CODE HERE`; the cell after it holds tests you can run.
+# The grader also runs hidden tests that compare your answer with a reference on random
+# inputs.
+#
+# Shapes follow PyTorch's batch-first convention: `B` batch, `L` sequence length, `D`
+# model size (`d_model`), `d_k` query/key size, `d_v` value size.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+torch.manual_seed(0)
+sns.set_theme(style="white", palette="colorblind")
+
+# %% [markdown]
+# ## 1. A stable softmax
+#
+# Attention turns similarity scores into weights that are positive and sum to one:
+#
+# $$\mathrm{softmax}(x)_i = \frac{e^{x_i}}{\sum_j e^{x_j}}.$$
+#
+# Written literally, this breaks on large scores: in float32, $e^{89}$ is already `inf`,
+# and `inf / inf` is `NaN`. Softmax does not change when the same constant is subtracted
+# from every entry ($e^{x_i - m}/\sum_j e^{x_j - m} = e^{x_i}/\sum_j e^{x_j}$), so
+# subtracting the maximum $m = \max_j x_j$ makes every exponent $\le 0$ and nothing
+# overflows.
+
+# %%
+scores = torch.tensor([1000.0, 999.0, 998.0])
+print("naive exp:", scores.exp(), "->", scores.exp() / scores.exp().sum())
+print("shifted  :", (scores - scores.max()).exp() / (scores - scores.max()).exp().sum())
+
+# %% [markdown]
+# **Exercise 1.** Write `softmax(x, dim=-1)` by hand (from `exp`, `sum` and `max`; not
+# `torch.softmax`). It must work along any `dim` of a tensor of any shape, keep the
+# dtype of `x`, and stay finite for inputs near ±1000.
+#
+# *Hint:* `x.amax(dim=dim, keepdim=True)` keeps the reduced axis, so the result
+# broadcasts back against `x`.
+
+# %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true}
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Numerically stable softmax of ``x`` along ``dim``, written by hand.
+
+    Args:
+        x: floating tensor of any shape.
+        dim: the axis whose entries become probabilities.
+
+    Returns:
+        A tensor of the same shape and dtype; entries along ``dim`` are >= 0 and sum to 1.
+    """
+    ### BEGIN SOLUTION
+    shifted = x - x.amax(dim=dim, keepdim=True)  # every exponent <= 0: no overflow
+    exp = shifted.exp()
+    return exp / exp.sum(dim=dim, keepdim=True)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_softmax", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = torch.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])
+p = softmax(x, dim=-1)
+assert p.shape == x.shape, f"expected shape {tuple(x.shape)}, got {tuple(p.shape)}"
+assert torch.allclose(p.sum(dim=-1), torch.ones(2)), "each row should sum to 1 along dim=-1"
+assert torch.allclose(p[1], torch.full((3,), 1 / 3)), "equal scores should give equal weights"
+assert torch.allclose(p[0], torch.tensor([0.0900, 0.2447, 0.6652]), atol=1e-4), (
+    f"softmax([1, 2, 3]) should be about [0.0900, 0.2447, 0.6652], got {p[0].tolist()}"
+)
+assert torch.allclose(softmax(x, dim=0).sum(dim=0), torch.ones(3)), "use the `dim` argument"
+big = softmax(torch.tensor([1000.0, 999.0, 998.0]))
+assert torch.isfinite(big).all(), "softmax overflowed on large inputs: subtract the max first"
+print("softmax: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_softmax_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): values against a reference for several shapes,
+# dims and dtypes, large inputs, and no call to a built-in softmax.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb01 as _checks
+
+_checks.check_softmax(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. Attention scores: how well does each query match each key?
+#
+# The similarity of a query $q$ and a key $k$ is their dot product $q \cdot k =
+# \sum_t q_t k_t$: large when they point the same way. For all pairs at once, stack the
+# queries as rows of $Q$ (`Lq x d_k`) and the keys as rows of $K$ (`Lk x d_k`):
+#
+# $$S = Q K^\top, \qquad S_{ij} = q_i \cdot k_j, \qquad S \in \mathbb{R}^{L_q \times L_k}.$$
+#
+# Row $i$ of $S$ holds query $i$'s scores against every key.
+#
+# **Exercise 2.** Write `attention_scores(query, key)` for inputs with any number of
+# leading batch axes: `query (..., Lq, d_k)`, `key (..., Lk, d_k)` -> `(..., Lq, Lk)`.
+# Raw dot products, no scaling. (`key.T` would reverse *all* axes; you only want to
+# swap the last two.)
+
+# %% nbgrader={"grade": false, "grade_id": "attention_scores", "locked": false, "schema_version": 3, "solution": true}
+def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """Dot product of every query with every key.
+
+    Args:
+        query: ``(..., Lq, d_k)``.
+        key: ``(..., Lk, d_k)``.
+
+    Returns:
+        ``(..., Lq, Lk)`` with entry ``[i, j] = query[i] . key[j]``.
+    """
+    ### BEGIN SOLUTION
+    return query @ key.transpose(-2, -1)  # (..., Lq, d_k) @ (..., d_k, Lk) -> (..., Lq, Lk)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_attention_scores", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+q = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]])  # (1, 2, 2)
+k = torch.tensor([[[1.0, 1.0], [3.0, 0.0], [0.0, -1.0]]])  # (1, 3, 2)
+s = attention_scores(q, k)
+assert s.shape == (1, 2, 3), f"expected shape (1, 2, 3) = (B, Lq, Lk), got {tuple(s.shape)}"
+assert torch.equal(s, torch.tensor([[[1.0, 3.0, 0.0], [2.0, 0.0, -2.0]]])), (
+    f"scores[i, j] should be query i . key j; got {s.tolist()}"
+)
+assert attention_scores(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 6, 5)).shape == (2, 3, 4, 6), (
+    "attention_scores should work with several leading batch axes"
+)
+print("attention_scores: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_attention_scores_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): values against a reference on random shapes and dtypes.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb01 as _checks
+
+_checks.check_attention_scores(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Self-attention
+#
+# Queries, keys and values are three different *views* of the same tokens, made by
+# three projection matrices: $Q = XW_Q$, $K = XW_K$ (both `D x d_k`) and $V = XW_V$
+# (`D x d_v`). Each output row is a weighted average of the value rows, with the weights
+# of that row's query:
+#
+# $$\mathrm{out} = \underbrace{\mathrm{softmax}(QK^\top)}_{\text{weights } (L \times L)} V.$$
+#
+# Softmax runs over the **keys** (the last axis, `dim=-1`): each query distributes one
+# unit of attention over the positions it looks at. Over `dim=-2` the weights would
+# instead say how a *key* is shared among queries, which is not what we average with.
+#
+# **Exercise 3.** Write `self_attention(x, w_q, w_k, w_v)` with `x (B, L, D)`,
+# `w_q, w_k (D, d_k)`, `w_v (D, d_v)`, returning `(B, L, d_v)`. Use your `softmax` and
+# `attention_scores`.
+
+# %% nbgrader={"grade": false, "grade_id": "self_attention", "locked": false, "schema_version": 3, "solution": true}
+def self_attention(
+    x: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor
+) -> torch.Tensor:
+    """Unscaled dot-product self-attention, ``softmax(Q K^T) V``.
+
+    Args:
+        x: ``(B, L, D)`` token vectors.
+        w_q, w_k: ``(D, d_k)`` query and key projections.
+        w_v: ``(D, d_v)`` value projection.
+
+    Returns:
+        ``(B, L, d_v)``.
+    """
+    ### BEGIN SOLUTION
+    query, key, value = x @ w_q, x @ w_k, x @ w_v  # (B, L, d_k), (B, L, d_k), (B, L, d_v)
+    weights = softmax(attention_scores(query, key), dim=-1)  # (B, L, L), rows sum to 1
+    return weights @ value  # (B, L, d_v)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_self_attention", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_self_attention():
+    x = torch.randn(2, 5, 8)
+    w_q, w_k, w_v = torch.randn(8, 4), torch.randn(8, 4), torch.randn(8, 6)
+    out = self_attention(x, w_q, w_k, w_v)
+    assert out.shape == (2, 5, 6), f"expected (B, L, d_v) = (2, 5, 6), got {tuple(out.shape)}"
+    # With identical tokens every weight is equal, so each output is the mean value row.
+    same = torch.ones(1, 3, 8)
+    expected = (same @ w_v).mean(dim=1, keepdim=True).expand(1, 3, 6)
+    assert torch.allclose(self_attention(same, w_q, w_k, w_v), expected, atol=1e-5), (
+        "identical tokens should give the average of the values"
+    )
+    # One dominant key: every query should copy that key's value.
+    eye = torch.eye(8)
+    x1 = torch.zeros(1, 2, 8)
+    x1[0, 0, 0], x1[0, 1, 1] = 1.0, 30.0
+    w_k1 = torch.zeros(8, 8)
+    w_k1[1, 0] = 1.0
+    out1 = self_attention(x1, eye, w_k1, eye)
+    assert torch.allclose(out1[0, 0], x1[0, 1], atol=1e-4), (
+        "query 0 matches key 1 far better, so its output should be value 1: is softmax over "
+        "the keys (dim=-1)?"
+    )
+
+
+### BEGIN HIDDEN TESTS
+# The grader runs this test with the reference softmax and attention_scores, so a
+# mistake in those is charged to those exercises only.
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb01 as _checks
+
+_test_self_attention = _isolate(
+    globals(), _test_self_attention, **_checks.upstream("softmax", "attention_scores")
+)
+### END HIDDEN TESTS
+_test_self_attention()
+print("self_attention: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_self_attention_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): values against a reference on random shapes and dtypes.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb01 as _checks
+
+_checks.check_self_attention(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. A `SelfAttention` module
+#
+# In a model the projections are learned, so they live in `nn.Linear` layers without
+# bias. Note that `nn.Linear(D, d_k)` stores its weight as `(d_k, D)` and computes
+# `x @ weight.T`; calling the layer, `self.w_q(x)`, does that for you.
+#
+# **Exercise 4.** Complete `forward` so that it returns `(out, weights)`: the output
+# `(B, L, d_v)` and the attention weights `(B, L, L)`. Keep the attribute names `w_q`,
+# `w_k`, `w_v`: the grader copies reference weights into them.
+
+# %% nbgrader={"grade": false, "grade_id": "SelfAttention", "locked": false, "schema_version": 3, "solution": true}
+class SelfAttention(nn.Module):
+    """Single-head self-attention with learned projections (no bias, no scale).
+
+    Args:
+        d_model: size ``D`` of the input vectors.
+        d_k: size of queries and keys (default ``d_model``).
+        d_v: size of values and of the output (default ``d_model``).
+
+    Shape:
+        forward(x): ``x (B, L, D)`` -> ``(out (B, L, d_v), weights (B, L, L))``.
+    """
+
+    def __init__(self, d_model: int, d_k: int | None = None, d_v: int | None = None):
+        super().__init__()
+        d_k = d_model if d_k is None else d_k
+        d_v = d_model if d_v is None else d_v
+        self.w_q = nn.Linear(d_model, d_k, bias=False)
+        self.w_k = nn.Linear(d_model, d_k, bias=False)
+        self.w_v = nn.Linear(d_model, d_v, bias=False)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        ### BEGIN SOLUTION
+        query, key, value = self.w_q(x), self.w_k(x), self.w_v(x)
+        weights = softmax(attention_scores(query, key), dim=-1)  # (B, L, L)
+        return weights @ value, weights
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_SelfAttention", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_SelfAttention():
+    layer = SelfAttention(8, d_k=4, d_v=6)
+    assert isinstance(layer.w_q, nn.Linear) and layer.w_q.bias is None, "w_q: nn.Linear, no bias"
+    out, weights = layer(torch.randn(2, 5, 8))
+    assert out.shape == (2, 5, 6), f"output: expected (B, L, d_v) = (2, 5, 6), got {tuple(out.shape)}"
+    assert weights.shape == (2, 5, 5), f"weights: expected (B, L, L) = (2, 5, 5), got {tuple(weights.shape)}"
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 5), atol=1e-5), "weight rows should sum to 1"
+    with torch.no_grad():
+        expected = self_attention(torch.ones(1, 2, 8), layer.w_q.weight.T, layer.w_k.weight.T,
+                                  layer.w_v.weight.T)
+        assert torch.allclose(layer(torch.ones(1, 2, 8))[0], expected, atol=1e-5), (
+            "SelfAttention should compute the same as self_attention with the layers' weights"
+        )
+    assert SelfAttention(8)(torch.randn(1, 3, 8))[0].shape == (1, 3, 8), "d_k, d_v default to d_model"
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb01 as _checks
+
+_test_SelfAttention = _isolate(
+    globals(), _test_SelfAttention,
+    **_checks.upstream("softmax", "attention_scores", "self_attention"),
+)
+### END HIDDEN TESTS
+_test_SelfAttention()
+print("SelfAttention: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_SelfAttention_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): reference weights copied into your module, outputs,
+# weights and gradients compared on random inputs in float32 and float64.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb01 as _checks
+
+_checks.check_SelfAttention(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. Looking at attention
+#
+# Give six words of a toy sentence hand-made 4-dimensional embeddings whose axes mean
+# *is an animal*, *is a place or thing*, *is a verb*, *is a function word*. With identity
+# projections ($W_Q = W_K = W_V = I$) the weights are just softmax of embedding
+# similarities: each word attends to itself and to words of its own kind.
+
+# %%
+tokens = ["the", "cat", "sat", "on", "the", "mat"]
+features = {  # animal, place/thing, verb, function word
+    "the": [0.0, 0.0, 0.0, 1.5],
+    "cat": [2.0, 0.5, 0.0, 0.0],
+    "sat": [0.3, 0.0, 2.0, 0.0],
+    "on": [0.0, 0.5, 0.3, 1.0],
+    "mat": [0.5, 2.0, 0.0, 0.0],
+}
+x_toy = torch.tensor([[features[t] for t in tokens]])  # (1, 6, 4)
+identity = torch.eye(4)
+weights_toy = softmax(attention_scores(x_toy @ identity, x_toy @ identity), dim=-1)[0]
+
+fig, ax = plt.subplots(figsize=(5, 4))
+sns.heatmap(weights_toy, annot=True, fmt=".2f", cmap="viridis", vmin=0, vmax=1,
+            xticklabels=tokens, yticklabels=tokens, ax=ax, cbar_kws={"label": "weight"})
+ax.set(xlabel="key (attended to)", ylabel="query (attending)",
+       title="Self-attention weights, softmax(X Xᵀ)")
+plt.tight_layout()
+plt.show()
+print("Notice: each row sums to 1, and both 'the' tokens attend to each other as much as to "
+      "themselves: attention sees content, not position.")
+
+# %% [markdown]
+# ## 6. Compare with PyTorch
+#
+# `torch.nn.functional.scaled_dot_product_attention` computes
+# $\mathrm{softmax}(QK^\top \cdot \mathrm{scale})V$; with `scale=1.0` it is exactly
+# this notebook's unscaled attention. (It returns the output only, not the weights.)
+
+# %%
+layer = SelfAttention(8, d_k=4, d_v=6)
+x_cmp = torch.randn(2, 5, 8)
+with torch.no_grad():
+    mine, _ = layer(x_cmp)
+    builtin = F.scaled_dot_product_attention(layer.w_q(x_cmp), layer.w_k(x_cmp), layer.w_v(x_cmp),
+                                             scale=1.0)
+print(f"max |mine - built-in| = {(mine - builtin).abs().max().item():.2e}")
+
+# %% [markdown]
+# ## What's next
+#
+# The weights above came from tiny 4-dimensional vectors. With `d_k = 512`, dot products
+# become so large that softmax puts almost all weight on one key and gradients vanish.
+# Notebook 02 measures this and fixes it with the $1/\sqrt{d_k}$ scale, and adds masks.

@@ -1,0 +1,283 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %%
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "02_scaled_dot_product"
+    )
+    PROVIDED = []  # modules shipped beside this notebook (none for notebook 02)
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
+# %% [markdown]
+# # 02 · Scaled dot-product attention
+#
+# Notebook 01 built $\mathrm{softmax}(QK^\top)V$. The Transformer uses one small change
+# and one addition (Vaswani et al., 2017, section 3.2.1, equation 1):
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
+#
+# plus a **mask** that says which keys each query may look at (padding, or the future
+# in a decoder). This notebook shows *why* the $1/\sqrt{d_k}$ is there, then you write
+# the function every later notebook uses.
+#
+# **Exercise:** `scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0)`
+# returning `(output, weights)`.
+#
+# Here you may use `torch.softmax`; notebook 01 was where you wrote it by hand.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+sns.set_theme(style="whitegrid", palette="colorblind")
+
+# %% [markdown]
+# ## 1. Why scale by $\sqrt{d_k}$
+#
+# Take a query and a key whose $d_k$ components are independent with mean 0 and
+# variance 1. Their dot product $q\cdot k = \sum_{t=1}^{d_k} q_t k_t$ is a sum of $d_k$
+# terms of variance 1, so its **variance is $d_k$** and its typical size $\sqrt{d_k}$.
+# At $d_k = 512$ scores of ±40 are common; softmax of such scores is nearly one-hot
+# (*saturated*), and its gradient, $\partial p_i / \partial s_j = p_i(\delta_{ij} - p_j)$,
+# is nearly zero everywhere: the model stops learning where to look. Dividing by
+# $\sqrt{d_k}$ brings the variance back to 1 whatever $d_k$ is.
+#
+# The plot measures both effects on random vectors: the variance of the scores, and the
+# largest softmax weight over 16 keys (1/16 would be uniform; 1 is one-hot).
+
+# %%
+dims = [4, 16, 64, 256, 1024]
+n_keys, n_samples = 16, 2000
+rows = {"variance": {"unscaled": [], "scaled": []}, "max weight": {"unscaled": [], "scaled": []}}
+for d_k in dims:
+    q = torch.randn(n_samples, 1, d_k)
+    k = torch.randn(n_samples, n_keys, d_k)
+    raw = (q @ k.transpose(-2, -1)).squeeze(1)  # (n_samples, n_keys)
+    for name, s in (("unscaled", raw), ("scaled", raw / math.sqrt(d_k))):
+        rows["variance"][name].append(s.var().item())
+        rows["max weight"][name].append(torch.softmax(s, dim=-1).amax(dim=-1).mean().item())
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+for ax, (metric, series) in zip(axes, rows.items(), strict=True):
+    for name, values in series.items():
+        ax.plot(dims, values, marker="o", label=f"{name}" + (" / sqrt(d_k)" if name == "scaled" else ""))
+    ax.set(xscale="log", xlabel="d_k", ylabel=metric)
+    ax.set_xticks(dims, [str(d) for d in dims])
+    ax.legend()
+axes[0].set(yscale="log", title="Variance of q·k grows like d_k")
+axes[1].set(title=f"Softmax saturates (max of {n_keys} weights)")
+plt.tight_layout()
+plt.show()
+print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot; scaled, both "
+      "stay flat.")
+
+# %% [markdown]
+# ## 2. Masks: `True` means attend
+#
+# A mask is a boolean tensor that broadcasts against the scores `(..., Lq, Lk)`:
+# **`True` = this query may look at this key, `False` = blocked**. Blocked scores are
+# set to $-\infty$ before softmax, so their weight is exactly $e^{-\infty} = 0$.
+#
+# This is the convention of `F.scaled_dot_product_attention` and of every notebook in
+# this course. Beware: `nn.MultiheadAttention(key_padding_mask=...)` uses the
+# **opposite** one (`True` = ignore). Mixing the two up silently attends to exactly the
+# wrong positions.
+#
+# Two cases need care:
+# - **A fully blocked row** (a query that may see nothing, e.g. a padding query) is all
+#   $-\infty$, and softmax of that is `0/0 = NaN`, which would spread through the whole
+#   network. Such a row must return weights 0 and output 0.
+# - **A large negative fill** such as `-1e9` instead of $-\infty$ avoids the NaN but gives
+#   a fully blocked row *uniform* weights, so it attends to everything. Zero those rows.
+#
+# ## 3. Dropout on the weights
+#
+# The paper applies dropout to the attention weights during training. With
+# `dropout_p > 0`, drop each weight with probability `p` and scale the rest by
+# `1/(1-p)` (that is what `F.dropout` does), so the expected output is unchanged. Like
+# the PyTorch built-in, the function applies dropout whenever `dropout_p > 0`; a model
+# passes `0.0` in evaluation.
+#
+# **Exercise.** Write `scaled_dot_product_attention`:
+# - `query (..., Lq, d_k)`, `key (..., Lk, d_k)`, `value (..., Lk, d_v)`, any leading axes;
+# - `mask`: `None` or bool, broadcastable to `(..., Lq, Lk)`, `True` = attend;
+# - returns `(output (..., Lq, d_v), weights (..., Lq, Lk))`; blocked weights exactly 0;
+#   fully blocked rows give zeros, never NaN.
+
+# %% nbgrader={"grade": false, "grade_id": "scaled_dot_product_attention", "locked": false, "schema_version": 3, "solution": true}
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, Vaswani et al. (2017) eq. 1.
+
+    Args:
+        query: ``(..., Lq, d_k)``.
+        key: ``(..., Lk, d_k)``.
+        value: ``(..., Lk, d_v)``.
+        mask: optional bool tensor broadcastable to ``(..., Lq, Lk)``; True = may attend.
+        dropout_p: dropout probability on the weights, applied whenever > 0.
+
+    Returns:
+        ``(output (..., Lq, d_v), weights (..., Lq, Lk))``.
+    """
+    ### BEGIN SOLUTION
+    d_k = query.size(-1)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        # Fully blocked rows are softmax(all -inf) = NaN: zero them with the blocked entries.
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ value, weights  # (..., Lq, d_v), (..., Lq, Lk)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_shapes", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 6)
+out, weights = scaled_dot_product_attention(q, k, v)
+assert out.shape == (2, 3, 4, 6), f"output: expected (..., Lq, d_v) = (2, 3, 4, 6), got {tuple(out.shape)}"
+assert weights.shape == (2, 3, 4, 5), f"weights: expected (..., Lq, Lk) = (2, 3, 4, 5), got {tuple(weights.shape)}"
+assert torch.allclose(weights.sum(-1), torch.ones(2, 3, 4), atol=1e-5), "weights should sum to 1 over keys"
+# A worked example: d_k = 4, so the scores [4, 0] become [2, 0] after scaling.
+q1 = torch.tensor([[[1.0, 1.0, 1.0, 1.0]]])
+k1 = torch.tensor([[[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]])
+v1 = torch.tensor([[[1.0], [0.0]]])
+_, w1 = scaled_dot_product_attention(q1, k1, v1)
+expected_w1 = torch.softmax(torch.tensor([2.0, 0.0]), dim=0)
+assert torch.allclose(w1[0, 0], expected_w1, atol=1e-6), (
+    f"expected weights {expected_w1.tolist()} (scores [4, 0] / sqrt(4)), got {w1[0, 0].tolist()}"
+)
+print("scaled_dot_product_attention: shape tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_values", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): values and gradients against a reference, several
+# shapes and dtypes, no mask.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb02 as _checks
+
+_checks.check_values(globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+q, k, v = torch.randn(1, 3, 4), torch.randn(1, 3, 4), torch.randn(1, 3, 4)
+causal = torch.ones(3, 3, dtype=torch.bool).tril()  # True on and below the diagonal
+out, weights = scaled_dot_product_attention(q, k, v, mask=causal)
+assert (weights[0][~causal] == 0).all(), (
+    "blocked positions (mask False) must get weight exactly 0; is True = attend?"
+)
+assert torch.allclose(weights[0, 0], torch.tensor([1.0, 0.0, 0.0])), (
+    "query 0 may only see key 0, so its weights should be [1, 0, 0]"
+)
+assert torch.allclose(out[0, 0], v[0, 0], atol=1e-6), "query 0's output should be value 0"
+print("scaled_dot_product_attention: mask tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_mask_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): padding, causal and full masks of every broadcast
+# shape the course uses, against a reference.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb02 as _checks
+
+_checks.check_mask(globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_fully_masked", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+mask = torch.tensor([[True, True], [False, False]])  # query 1 may attend to nothing
+out, weights = scaled_dot_product_attention(torch.randn(2, 4), torch.randn(2, 4), torch.randn(2, 3), mask=mask)
+assert not torch.isnan(weights).any() and not torch.isnan(out).any(), (
+    "a fully blocked row gave NaN: softmax over all -inf is NaN; set such rows to 0"
+)
+assert (weights[1] == 0).all() and (out[1] == 0).all(), (
+    f"a fully blocked row must give zero weights and output, got weights {weights[1].tolist()}"
+)
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb02 as _checks
+
+_checks.check_fully_masked(globals())
+### END HIDDEN TESTS
+print("scaled_dot_product_attention: fully-blocked-row tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_dropout", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 4)
+assert torch.equal(scaled_dot_product_attention(q, k, v, dropout_p=0.0)[0], scaled_dot_product_attention(q, k, v)[0]), (
+    "dropout_p=0.0 must change nothing"
+)
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb02 as _checks
+
+_checks.check_dropout(globals())
+### END HIDDEN TESTS
+print("scaled_dot_product_attention: dropout tests passed")
+
+# %% [markdown]
+# ## 4. Compare with `F.scaled_dot_product_attention`
+#
+# PyTorch's built-in computes the same output (it returns no weights) with fused
+# kernels. Its boolean `attn_mask` uses the same `True` = attend convention.
+
+# %%
+q, k, v = torch.randn(2, 4, 6, 16), torch.randn(2, 4, 7, 16), torch.randn(2, 4, 7, 16)
+mask = torch.rand(2, 1, 6, 7) > 0.3
+mask[..., 0] = True  # keep one key per row: the built-in gives NaN for fully blocked rows
+for label, m in (("no mask", None), ("bool mask", mask)):
+    mine, _ = scaled_dot_product_attention(q, k, v, mask=m)
+    builtin = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    print(f"{label:9s}: max |mine - built-in| = {(mine - builtin).abs().max().item():.2e}")
+
+# %% [markdown]
+# ## 5. What a mask does to the weights
+#
+# A causal mask (each position sees itself and the past) on a 6-token sentence, with
+# the last two positions padding. Blocked cells are exactly 0; the padding query rows
+# that see nothing are zeros, not NaN.
+
+# %%
+tokens = ["ich", "bin", "ein", "Berliner", "<pad>", "<pad>"]
+length = len(tokens)
+real = torch.tensor([True, True, True, True, False, False])
+causal = torch.ones(length, length, dtype=torch.bool).tril()
+mask = causal & real[None, :] & real[:, None]  # (L, L)
+x = torch.randn(1, length, 16)
+_, weights = scaled_dot_product_attention(x, x, x, mask=mask)
+
+fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+sns.heatmap(mask.int(), cmap="Greys", cbar=False, annot=True, fmt="d", ax=axes[0],
+            xticklabels=tokens, yticklabels=tokens)
+axes[0].set(title="mask (1 = may attend)", xlabel="key", ylabel="query")
+sns.heatmap(weights[0], cmap="viridis", vmin=0, vmax=1, annot=True, fmt=".2f", ax=axes[1],
+            xticklabels=tokens, yticklabels=tokens, cbar_kws={"label": "weight"})
+axes[1].set(title="attention weights", xlabel="key", ylabel="query")
+plt.tight_layout()
+plt.show()
+print("Notice: the upper triangle and the padding columns are exactly 0, and the padding "
+      "rows are all 0 instead of NaN.")

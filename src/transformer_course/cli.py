@@ -1,0 +1,67 @@
+"""Command line: ``transformer-course build | grade | check``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .layout import Repo
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    built = build(Repo(), run_solutions=not args.no_execute)
+    print(f"built {len(built)} notebooks into course/ and solutions/")
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from .grade import grade_class, score_table
+
+    results = grade_class(Path(args.submitted), Path(args.out), Repo(), timeout=args.timeout)
+    print(score_table(results))
+    print(f"\nwrote {args.out}/grades.csv, {args.out}/exercises.csv and {args.out}/feedback/")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .grade import check, exercise_table
+
+    result = check(Path(args.notebook), Repo(), timeout=args.timeout)
+    print(exercise_table(result))
+    if result.reason:
+        print(result.reason)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("build", help="generate course/ (student release) and solutions/ (executed)")
+    p.add_argument("--no-execute", action="store_true", help="write solutions without running them")
+    p.set_defaults(func=_build)
+
+    p = sub.add_parser("grade", help="autograde SUBMITTED/<student_id>/<assignment>/<notebook>.ipynb")
+    p.add_argument("submitted", help="folder of student folders (nbgrader's submitted/ layout)")
+    p.add_argument("--out", required=True, help="where grades.csv, exercises.csv and feedback/ go")
+    p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
+    p.set_defaults(func=_grade)
+
+    p = sub.add_parser("check", help="grade one notebook of your own, without a gradebook")
+    p.add_argument("notebook", help="path to your NN_name.ipynb")
+    p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
+    p.set_defaults(func=_check)
+
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError, KeyError) as exc:
+        print(f"transformer-course {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""``transformer-course grade``: autograde a class with nbgrader and report per exercise.
+
+Input is nbgrader's layout, ``SUBMITTED/<student_id>/<assignment>/<notebook>.ipynb``.
+Every (student, assignment) pair gets a row, whatever happened: a missing, unreadable,
+crashing or never-ending submission scores 0 where it failed and says why.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from tqdm.auto import tqdm
+
+from .build import convert_sources
+from .layout import Assignment, Repo
+from .nbgrader_setup import make_config, reference_on_path
+
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+MAX_FEEDBACK = 400
+
+
+@dataclass
+class ExerciseResult:
+    exercise: str
+    score: float
+    max_score: float
+    feedback: str = ""
+
+
+@dataclass
+class SubmissionResult:
+    student_id: str
+    assignment: str
+    status: str  # graded | missing | invalid | crashed
+    reason: str = ""
+    exercises: list[ExerciseResult] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return sum(e.score for e in self.exercises)
+
+    @property
+    def max_score(self) -> float:
+        return sum(e.max_score for e in self.exercises)
+
+
+def one_line(text: str, limit: int = MAX_FEEDBACK) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # ANSI colours from tracebacks
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _zero(assignment: Assignment, reason: str) -> list[ExerciseResult]:
+    return [ExerciseResult(e, 0.0, assignment.max_score(e), reason) for e in assignment.exercises]
+
+
+def find_submission(folder: Path, assignment: Assignment) -> tuple[Path | None, str]:
+    """The notebook to grade in ``folder`` and a note; a single renamed notebook is accepted."""
+    expected = folder / f"{assignment.notebook}.ipynb"
+    if expected.is_file():
+        return expected, ""
+    others = sorted(folder.glob("*.ipynb")) if folder.is_dir() else []
+    if len(others) == 1:
+        return others[0], f"graded {others[0].name} (expected {expected.name}). "
+    if not folder.is_dir():
+        return None, f"missing: no folder {assignment.name}/ was handed in"
+    return None, f"missing: {expected.name} was not handed in"
+
+
+def _error_message(output: dict, timeout: int) -> str:
+    ename, evalue = output.get("ename", "Error"), output.get("evalue", "")
+    if ename == "NotImplementedError":
+        return "not attempted: the answer still raises NotImplementedError"
+    if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
+        return f"did not finish within {timeout} s and was interrupted (an endless loop?)"
+    if ename == "AssertionError":
+        return evalue or "an assertion failed (no message)"
+    return f"{ename}: {evalue}"
+
+
+def _cell_errors(nb: nbformat.NotebookNode) -> dict[str, dict]:
+    """The first error output of each nbgrader cell, by grade_id."""
+    errors = {}
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if gid and cell.cell_type == "code":
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    errors[gid] = output
+                    break
+    return errors
+
+
+def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict, timeout: int) -> str:
+    """One-line feedback for an exercise that lost points in the test cells ``lost``."""
+    if exercise in errors:
+        return one_line("your answer cell failed: " + _error_message(errors[exercise], timeout))
+    messages = [(gid, _error_message(errors[gid], timeout)) for gid in lost if gid in errors]
+    if not messages:
+        return one_line(f"{', '.join(lost)} lost points")
+    gid, first = messages[0]
+    more = f" (and {len(lost) - 1} more failing test cells)" if len(lost) > 1 else ""
+    return one_line(f"{gid}: {first}{more}")
+
+
+class Grader:
+    """Grades submissions in an nbgrader work area ``work`` (gradebook, autograded/, ...)."""
+
+    def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30):
+        self.repo = repo or Repo()
+        self.work = work
+        self.timeout = timeout
+        self.assignments = convert_sources(self.repo)
+        work.mkdir(parents=True, exist_ok=True)
+        config = make_config(work, self.repo, timeout)
+        self.coursedir = CourseDirectory(config=config)
+        self.api = NbGraderAPI(self.coursedir, config=config)
+        for assignment in self.assignments:
+            result = self.api.generate_assignment(assignment.name, force=True, create=True)
+            if not result["success"]:  # a fresh gradebook can fail once; retry
+                result = self.api.generate_assignment(assignment.name, force=True, create=True)
+            if not result["success"]:
+                raise RuntimeError(f"nbgrader generate_assignment {assignment.name} failed:\n{result['log']}")
+
+    def grade(self, student_id: str, assignment: Assignment, submitted: Path | None, note: str = "",
+              feedback_dir: Path | None = None) -> SubmissionResult:
+        """Autograde one notebook (``None`` = not handed in) and write its feedback HTML."""
+        if submitted is None:
+            result = SubmissionResult(student_id, assignment.name, "missing", note, _zero(assignment, note))
+            return self._finish(result, feedback_dir)
+        try:
+            nb = nbformat.read(submitted, as_version=4)
+        except Exception as exc:  # invalid JSON or not a notebook at all
+            reason = note + f"invalid: {submitted.name} is not a readable notebook ({one_line(str(exc), 160)})"
+            result = SubmissionResult(student_id, assignment.name, "invalid", reason, _zero(assignment, reason))
+            return self._finish(result, feedback_dir)
+        target = self.work / "submitted" / student_id / assignment.name
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
+        autograded = self.work / "autograded" / student_id / assignment.name / f"{assignment.notebook}.ipynb"
+        autograded.unlink(missing_ok=True)
+        with reference_on_path(self.repo):
+            log = self.api.autograde(assignment.name, student_id, force=True, create=True)
+        if not autograded.is_file():
+            died = "Kernel died" in log.get("log", "") or "DeadKernel" in log.get("log", "")
+            reason = note + (
+                "crashed: the kernel died while running the notebook (sys.exit, os._exit, or out of "
+                "memory?); nothing could be graded" if died else
+                "crashed: nbgrader could not grade this notebook: " + one_line(log.get("error") or log.get("log", ""), 200)
+            )
+            result = SubmissionResult(student_id, assignment.name, "crashed", reason, _zero(assignment, reason))
+            return self._finish(result, feedback_dir)
+        result = SubmissionResult(student_id, assignment.name, "graded", note.strip(),
+                                  self._exercise_results(student_id, assignment, autograded, note))
+        if feedback_dir is not None:
+            self.api.generate_feedback(assignment.name, student_id, force=True)
+        return self._finish(result, feedback_dir)
+
+    def _exercise_results(self, student_id: str, assignment: Assignment, autograded: Path,
+                          note: str) -> list[ExerciseResult]:
+        errors = _cell_errors(nbformat.read(autograded, as_version=4))
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            grades = {}
+            for grade in gb.find_submission_notebook(assignment.notebook, assignment.name, student_id).grades:
+                grades[grade.name] = (grade.score or 0.0, grade.max_score or 0.0)
+        results = []
+        for exercise in assignment.exercises:
+            cells = [t.grade_id for t in assignment.tests if t.exercise == exercise]
+            score = sum(grades.get(c, (0.0, 0.0))[0] for c in cells)
+            max_score = assignment.max_score(exercise)
+            lost = [c for c in cells if grades.get(c, (0.0, 1.0))[0] < grades.get(c, (0.0, 1.0))[1]]
+            feedback = "" if score >= max_score else explain(assignment, exercise, lost, errors, self.timeout)
+            results.append(ExerciseResult(exercise, score, max_score, one_line(note + feedback) if feedback else ""))
+        return results
+
+    def _finish(self, result: SubmissionResult, feedback_dir: Path | None) -> SubmissionResult:
+        if feedback_dir is None:
+            return result
+        assignment = self.repo.assignment(result.assignment)
+        dest = feedback_dir / result.student_id / result.assignment / f"{assignment.notebook}.html"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        made = self.work / "feedback" / result.student_id / result.assignment / f"{assignment.notebook}.html"
+        if result.status == "graded" and made.is_file():
+            shutil.copyfile(made, dest)
+        else:
+            dest.write_text(_fallback_html(result))
+        return result
+
+
+def _fallback_html(result: SubmissionResult) -> str:
+    rows = "".join(
+        f"<tr><td>{html.escape(e.exercise)}</td><td>{e.score:g} / {e.max_score:g}</td></tr>"
+        for e in result.exercises
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(result.assignment)}"
+        f"</title></head><body><h1>{html.escape(result.assignment)}: {result.score:g} / "
+        f"{result.max_score:g}</h1><p>{html.escape(result.reason)}</p><table>{rows}</table></body></html>\n"
+    )
+
+
+def discover(submitted: Path, assignments: list[Assignment]) -> list[tuple[str, Assignment, Path]]:
+    """Every (student, assignment) pair to grade: each student folder x each assignment.
+
+    Raises:
+        FileNotFoundError: ``submitted`` is not a folder.
+        ValueError: a student folder's name cannot be an nbgrader student id.
+    """
+    if not submitted.is_dir():
+        raise FileNotFoundError(f"{submitted} is not a folder; expected SUBMITTED/<student_id>/<assignment>/")
+    students = sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
+    for student in students:
+        if not STUDENT_ID.match(student.name):
+            raise ValueError(f"student folder {student.name!r}: ids may use letters, digits, '_', '.', '-'")
+    return [(s.name, a, s / a.name) for s in students for a in assignments]
+
+
+def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30,
+                progress: bool = True) -> list[SubmissionResult]:
+    """Grade every submission under ``submitted``; write CSVs and feedback under ``out``."""
+    repo = repo or Repo()
+    out.mkdir(parents=True, exist_ok=True)
+    grader = Grader(out / "nbgrader", repo, timeout)
+    pairs = discover(submitted, grader.assignments)
+    results = []
+    for student_id, assignment, folder in tqdm(pairs, desc="grading", unit="notebook", disable=not progress):
+        path, note = find_submission(folder, assignment)
+        results.append(grader.grade(student_id, assignment, path, note, out / "feedback"))
+    write_csvs(results, out)
+    return results
+
+
+def write_csvs(results: list[SubmissionResult], out: Path) -> None:
+    with open(out / "grades.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student_id", "assignment", "score", "max_score"])
+        for r in results:
+            writer.writerow([r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}"])
+    with open(out / "exercises.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student_id", "assignment", "exercise", "score", "max_score", "feedback"])
+        for r in results:
+            for e in r.exercises:
+                writer.writerow([r.student_id, r.assignment, e.exercise, f"{e.score:g}", f"{e.max_score:g}",
+                                 e.feedback])
+    (out / "results.json").write_text(json.dumps(
+        [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
+          "exercises": [vars(e) for e in r.exercises]} for r in results], indent=1) + "\n")
+
+
+def score_table(results: list[SubmissionResult]) -> str:
+    """Students x assignments, then every exercise that lost points with its feedback."""
+    assignments = sorted({r.assignment for r in results})
+    students = sorted({r.student_id for r in results})
+    by_key = {(r.student_id, r.assignment): r for r in results}
+    width = max([len("student")] + [len(s) for s in students])
+    cols = [max(len(a), 9) for a in assignments]
+    lines = ["  ".join(["student".ljust(width)] + [a.ljust(c) for a, c in zip(assignments, cols, strict=True)]
+                       + ["total"])]
+    for s in students:
+        cells, total, total_max = [], 0.0, 0.0
+        for a, c in zip(assignments, cols, strict=True):
+            r = by_key[(s, a)]
+            total, total_max = total + r.score, total_max + r.max_score
+            mark = "" if r.status == "graded" else f" {r.status}"
+            cells.append(f"{r.score:g}/{r.max_score:g}{mark}".ljust(c))
+        lines.append("  ".join([s.ljust(width)] + cells + [f"{total:g}/{total_max:g}"]))
+    details = [
+        f"  {r.student_id} {r.assignment} {e.exercise} {e.score:g}/{e.max_score:g}: {e.feedback}"
+        for r in results for e in r.exercises if e.feedback
+    ]
+    if details:
+        lines += ["", "Points lost:"] + details
+    return "\n".join(lines)
+
+
+def exercise_table(result: SubmissionResult) -> str:
+    width = max(len(e.exercise) for e in result.exercises)
+    lines = [f"{result.assignment}: {result.score:g} / {result.max_score:g}"]
+    for e in result.exercises:
+        mark = "ok " if e.score >= e.max_score else "-- "
+        lines.append(f"  {mark}{e.exercise.ljust(width)}  {e.score:g}/{e.max_score:g}  {e.feedback}".rstrip())
+    return "\n".join(lines)
+
+
+def _known_exercises(nb_path: Path) -> set[str]:
+    try:
+        nb = nbformat.read(nb_path, as_version=4)
+    except Exception:
+        return set()
+    return {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
+
+
+def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Path | None = None
+          ) -> SubmissionResult:
+    """Grade one notebook for a self-learner, without their own gradebook.
+
+    The assignment is found from the file name, its folder, or its answer cells.
+
+    Raises:
+        FileNotFoundError: the notebook does not exist.
+        ValueError: the notebook belongs to no assignment of the course.
+    """
+    import tempfile
+
+    repo = repo or Repo()
+    if not notebook.is_file():
+        raise FileNotFoundError(f"no notebook at {notebook}")
+    assignments = repo.assignments()
+    names = {notebook.stem, notebook.parent.name}
+    match = [a for a in assignments if a.notebook in names or a.name in names]
+    if not match:
+        ids = _known_exercises(notebook)
+        match = [a for a in assignments if ids & set(a.exercises)]
+    if not match:
+        raise ValueError(f"{notebook} is not a notebook of this course (assignments: "
+                         f"{', '.join(a.name for a in assignments)})")
+    assignment = match[0]
+    with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
+        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout)
+        return grader.grade("self", assignment, notebook, "")

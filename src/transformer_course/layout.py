@@ -1,0 +1,143 @@
+"""Where things live in the repository, and what each assignment contains."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import nbformat
+
+SOURCE_SUFFIX = ".source.py"
+COURSE_ID = "transformer-course"
+# Where the Colab badges and setup cells fetch from (also [project.urls] in pyproject.toml).
+GITHUB_REPO = "transformer-course/transformer-course"
+
+
+def find_root() -> Path:
+    """The repository root: $TRANSFORMER_COURSE_ROOT, else the first parent of the working
+    directory that has ``autograder/source``, else the checkout this package was installed from.
+
+    Raises:
+        FileNotFoundError: when no root can be found.
+    """
+    env = os.environ.get("TRANSFORMER_COURSE_ROOT")
+    candidates = [Path(env)] if env else []
+    cwd = Path.cwd().resolve()
+    candidates += [cwd, *cwd.parents, Path(__file__).resolve().parents[2]]
+    for path in candidates:
+        if (path / "autograder" / "source").is_dir():
+            return path
+    raise FileNotFoundError(
+        "cannot find the course repository (a folder with autograder/source/); run from inside "
+        "the checkout or set TRANSFORMER_COURSE_ROOT"
+    )
+
+
+@dataclass(frozen=True)
+class Repo:
+    root: Path = field(default_factory=find_root)
+
+    @property
+    def autograder(self) -> Path:
+        return self.root / "autograder"
+
+    @property
+    def source(self) -> Path:
+        return self.autograder / "source"
+
+    @property
+    def reference(self) -> Path:
+        """Put on PYTHONPATH for hidden tests only; never shipped to students."""
+        return self.autograder / "reference"
+
+    @property
+    def course(self) -> Path:
+        return self.root / "course"
+
+    @property
+    def solutions(self) -> Path:
+        return self.root / "solutions"
+
+    @property
+    def sample_class(self) -> Path:
+        return self.autograder / "submitted"
+
+    def assignments(self) -> list[Assignment]:
+        found = sorted(self.source.glob(f"*/*{SOURCE_SUFFIX}"))
+        return [Assignment(path.parent.name, path) for path in found]
+
+    def assignment(self, name: str) -> Assignment:
+        for assignment in self.assignments():
+            if assignment.name == name:
+                return assignment
+        known = ", ".join(a.name for a in self.assignments())
+        raise KeyError(f"unknown assignment {name!r}; the course has: {known}")
+
+
+@dataclass(frozen=True)
+class TestCell:
+    grade_id: str
+    points: float
+    exercise: str
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One nbgrader assignment: a folder under ``autograder/source`` with one notebook."""
+
+    name: str
+    source_file: Path
+
+    @property
+    def notebook(self) -> str:
+        """The notebook's file stem; by convention the assignment's name."""
+        return self.source_file.name[: -len(SOURCE_SUFFIX)]
+
+    @property
+    def source_notebook(self) -> Path:
+        """The .ipynb the build writes beside the jupytext source (gitignored)."""
+        return self.source_file.with_name(self.notebook + ".ipynb")
+
+    @cached_property
+    def _cells(self) -> list[dict]:
+        import jupytext
+
+        return [c.metadata.get("nbgrader", {}) for c in jupytext.read(self.source_file).cells]
+
+    @property
+    def exercises(self) -> list[str]:
+        """Public names (SPEC) in notebook order: the grade_ids of the answer cells."""
+        return [m["grade_id"] for m in self._cells if m.get("solution") and not m.get("grade")]
+
+    @property
+    def tests(self) -> list[TestCell]:
+        cells = []
+        for meta in self._cells:
+            if meta.get("grade"):
+                gid = meta["grade_id"]
+                cells.append(TestCell(gid, float(meta.get("points", 0)), exercise_of(gid, self.exercises)))
+        return cells
+
+    def max_score(self, exercise: str | None = None) -> float:
+        return sum(t.points for t in self.tests if exercise in (None, t.exercise))
+
+
+def exercise_of(grade_id: str, exercises: list[str]) -> str:
+    """The exercise a test cell belongs to: ``test_<name>`` or ``test_<name>_<suffix>``.
+
+    Raises:
+        ValueError: when the grade_id names no exercise (a mistake in the source).
+    """
+    matches = [e for e in exercises if grade_id == f"test_{e}" or grade_id.startswith(f"test_{e}_")]
+    if not matches:
+        raise ValueError(
+            f"test cell {grade_id!r} does not name an exercise: its grade_id must be test_<name> "
+            f"or test_<name>_<suffix> with <name> one of {exercises}"
+        )
+    return max(matches, key=len)
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
