@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
 from tqdm.auto import tqdm
@@ -102,15 +102,20 @@ def _cell_errors(nb: nbformat.NotebookNode) -> dict[str, dict]:
 
 
 def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict, timeout: int) -> str:
-    """One-line feedback for an exercise that lost points in the test cells ``lost``."""
+    """One-line feedback for an exercise that lost points in the test cells ``lost``.
+
+    Messages of cells with hidden tests come first: their checks name known mistakes.
+    """
     if exercise in errors:
         return one_line("your answer cell failed: " + _error_message(errors[exercise], timeout))
-    messages = [(gid, _error_message(errors[gid], timeout)) for gid in lost if gid in errors]
-    if not messages:
+    hidden = {t.grade_id for t in assignment.tests if t.hidden}
+    ordered = sorted(lost, key=lambda gid: gid not in hidden)
+    failed = [gid for gid in ordered if gid in errors]
+    if not failed:
         return one_line(f"{', '.join(lost)} lost points")
-    gid, first = messages[0]
-    more = f" (and {len(lost) - 1} more failing test cells)" if len(lost) > 1 else ""
-    return one_line(f"{gid}: {first}{more}")
+    message = _error_message(errors[failed[0]], timeout)
+    others = f" [also failed: {', '.join(failed[1:])}]" if len(failed) > 1 else ""
+    return one_line(message + others)
 
 
 class Grader:
@@ -136,14 +141,13 @@ class Grader:
               feedback_dir: Path | None = None) -> SubmissionResult:
         """Autograde one notebook (``None`` = not handed in) and write its feedback HTML."""
         if submitted is None:
-            result = SubmissionResult(student_id, assignment.name, "missing", note, _zero(assignment, note))
-            return self._finish(result, feedback_dir)
+            return self._failed(student_id, assignment, "missing", note, feedback_dir)
         try:
             nb = nbformat.read(submitted, as_version=4)
         except Exception as exc:  # invalid JSON or not a notebook at all
-            reason = note + f"invalid: {submitted.name} is not a readable notebook ({one_line(str(exc), 160)})"
-            result = SubmissionResult(student_id, assignment.name, "invalid", reason, _zero(assignment, reason))
-            return self._finish(result, feedback_dir)
+            detail = "not valid JSON: cut off or damaged?" if "JSON" in str(exc) else one_line(str(exc), 160)
+            why = f"invalid: {submitted.name} is not a readable notebook ({detail})"
+            return self._failed(student_id, assignment, "invalid", note + why, feedback_dir)
         target = self.work / "submitted" / student_id / assignment.name
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
@@ -152,19 +156,23 @@ class Grader:
         autograded.unlink(missing_ok=True)
         with reference_on_path(self.repo):
             log = self.api.autograde(assignment.name, student_id, force=True, create=True)
-        if not autograded.is_file():
-            died = "Kernel died" in log.get("log", "") or "DeadKernel" in log.get("log", "")
-            reason = note + (
-                "crashed: the kernel died while running the notebook (sys.exit, os._exit, or out of "
-                "memory?); nothing could be graded" if died else
-                "crashed: nbgrader could not grade this notebook: " + one_line(log.get("error") or log.get("log", ""), 200)
-            )
-            result = SubmissionResult(student_id, assignment.name, "crashed", reason, _zero(assignment, reason))
-            return self._finish(result, feedback_dir)
-        result = SubmissionResult(student_id, assignment.name, "graded", note.strip(),
-                                  self._exercise_results(student_id, assignment, autograded, note))
+        if not autograded.is_file():  # nbgrader drops the notebook when the kernel dies
+            text = log.get("log", "")
+            if "Kernel died" in text or "DeadKernel" in text:
+                why = ("crashed: the kernel died while running the notebook (sys.exit, os._exit, or "
+                       "out of memory?); nothing could be graded")
+            else:
+                why = "crashed: nbgrader could not grade it: " + one_line(log.get("error") or text, 200)
+            return self._failed(student_id, assignment, "crashed", note + why, feedback_dir)
+        exercises = self._exercise_results(student_id, assignment, autograded, note)
+        result = SubmissionResult(student_id, assignment.name, "graded", note.strip(), exercises)
         if feedback_dir is not None:
             self.api.generate_feedback(assignment.name, student_id, force=True)
+        return self._finish(result, feedback_dir)
+
+    def _failed(self, student_id: str, assignment: Assignment, status: str, reason: str,
+                feedback_dir: Path | None) -> SubmissionResult:
+        result = SubmissionResult(student_id, assignment.name, status, reason, _zero(assignment, reason))
         return self._finish(result, feedback_dir)
 
     def _exercise_results(self, student_id: str, assignment: Assignment, autograded: Path,
@@ -180,8 +188,10 @@ class Grader:
             score = sum(grades.get(c, (0.0, 0.0))[0] for c in cells)
             max_score = assignment.max_score(exercise)
             lost = [c for c in cells if grades.get(c, (0.0, 1.0))[0] < grades.get(c, (0.0, 1.0))[1]]
-            feedback = "" if score >= max_score else explain(assignment, exercise, lost, errors, self.timeout)
-            results.append(ExerciseResult(exercise, score, max_score, one_line(note + feedback) if feedback else ""))
+            feedback = ""
+            if score < max_score:
+                feedback = one_line(note + explain(assignment, exercise, lost, errors, self.timeout))
+            results.append(ExerciseResult(exercise, score, max_score, feedback))
         return results
 
     def _finish(self, result: SubmissionResult, feedback_dir: Path | None) -> SubmissionResult:

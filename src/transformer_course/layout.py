@@ -81,6 +81,7 @@ class TestCell:
     grade_id: str
     points: float
     exercise: str
+    hidden: bool  # holds hidden tests (their messages diagnose the mistake)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,8 @@ class Assignment:
     def _cells(self) -> list[dict]:
         import jupytext
 
-        return [c.metadata.get("nbgrader", {}) for c in jupytext.read(self.source_file).cells]
+        cells = jupytext.read(self.source_file).cells
+        return [dict(c.metadata.get("nbgrader", {}), source=c.source) for c in cells]
 
     @property
     def exercises(self) -> list[str]:
@@ -117,11 +119,26 @@ class Assignment:
         for meta in self._cells:
             if meta.get("grade"):
                 gid = meta["grade_id"]
-                cells.append(TestCell(gid, float(meta.get("points", 0)), exercise_of(gid, self.exercises)))
+                cells.append(TestCell(gid, float(meta.get("points", 0)), exercise_of(gid, self.exercises),
+                                      _only_hidden(meta["source"])))
         return cells
 
     def max_score(self, exercise: str | None = None) -> float:
         return sum(t.points for t in self.tests if exercise in (None, t.exercise))
+
+
+def _only_hidden(source: str) -> bool:
+    """True for a test cell whose code is all inside hidden blocks (a pure diagnostic cell)."""
+    inside, visible = False, False
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("### BEGIN HIDDEN TESTS"):
+            inside = True
+        elif stripped.startswith("### END HIDDEN TESTS"):
+            inside = False
+        elif stripped and not stripped.startswith("#") and not inside:
+            visible = True
+    return "### BEGIN HIDDEN TESTS" in source and not visible
 
 
 def exercise_of(grade_id: str, exercises: list[str]) -> str:

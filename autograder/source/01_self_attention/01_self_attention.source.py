@@ -248,8 +248,8 @@ def _test_self_attention():
     w_k1[1, 0] = 1.0
     out1 = self_attention(x1, eye, w_k1, eye)
     assert torch.allclose(out1[0, 0], x1[0, 1], atol=1e-4), (
-        "query 0 matches key 1 far better, so its output should be value 1: is softmax over "
-        "the keys (dim=-1)?"
+        "query 0 matches key 1 far better (score 30 against 0), so its output should be "
+        "value 1 (softmax over the keys, dim=-1, and no scale in notebook 01)"
     )
 
 

@@ -63,6 +63,8 @@ def check_softmax(ns: dict[str, Any]) -> None:
             "argument in every reduction.": ref.softmax(x, dim=-1) if dim not in (-1, len(shape) - 1)
             else None,
             "returns exp(x) without dividing by the sum along `dim`.": x.exp(),
+            "divides by the sum of ALL entries instead of the sum along `dim`; reduce with "
+            "keepdim=True along `dim` only.": x.exp() / x.exp().sum(),
         }
         assert_matches(got, ref.softmax(x, dim=dim), f"softmax(x of shape {shape}, dim={dim})",
                        mistakes)
@@ -101,25 +103,30 @@ def check_attention_scores(ns: dict[str, Any]) -> None:
         )
 
 
-def _self_attention_mistakes(x, w_q, w_k, w_v) -> dict[str, torch.Tensor]:
+def _self_attention_mistakes(x, w_q, w_k, w_v) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """(output, weights) of known mistakes, keyed by the message that names them."""
     query, key, value = x @ w_q, x @ w_k, x @ w_v
     scores = query @ key.transpose(-2, -1)
     d_k, d_model = w_q.shape[1], x.shape[-1]
+
+    def attend(weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return weights @ value, weights
+
+    right = ref.softmax(scores, dim=-1)
     mistakes = {
         "softmax runs over the query axis; each query's weights must sum to 1 over the keys "
-        f"(dim=-1) ({SECTION_SELF_ATTENTION}).": ref.softmax(scores, dim=-2) @ value,
+        f"(dim=-1) ({SECTION_SELF_ATTENTION}).": attend(ref.softmax(scores, dim=-2)),
         "softmax runs over the batch axis (dim=0); it must run over the keys (dim=-1).":
-            ref.softmax(scores, dim=0) @ value,
+            attend(ref.softmax(scores, dim=0)) if x.shape[0] > 1 else None,
         "matches attention scaled by 1/sqrt(d_k); notebook 01 is the unscaled "
-        "softmax(Q K^T) V.": ref.softmax(scores / math.sqrt(d_k), dim=-1) @ value,
+        "softmax(Q K^T) V.": attend(ref.softmax(scores / math.sqrt(d_k), dim=-1)),
         "is scaled by 1/sqrt(d_model); notebook 01 is the unscaled softmax(Q K^T) V.":
-            ref.softmax(scores / math.sqrt(d_model), dim=-1) @ value,
-        "returns the attention weights, not the weighted sum of the values.":
-            ref.softmax(scores, dim=-1),
+            attend(ref.softmax(scores / math.sqrt(d_model), dim=-1)),
+        "returns the attention weights, not the weighted sum of the values.": (right, right),
         "uses the queries as values (weights @ Q instead of weights @ V).":
-            ref.softmax(scores, dim=-1) @ query if w_q.shape == w_v.shape else None,
+            (right @ query, right) if w_q.shape == w_v.shape else None,
     }
-    return mistakes
+    return {k: v for k, v in mistakes.items() if v is not None}
 
 
 def check_self_attention(ns: dict[str, Any]) -> None:
@@ -139,7 +146,7 @@ def check_self_attention(ns: dict[str, Any]) -> None:
             got, ref.self_attention(x, w_q, w_k, w_v),
             f"self_attention(x {(b, length, d_model)}, w_q/w_k {(d_model, d_k)}, "
             f"w_v {(d_model, d_v)})",
-            _self_attention_mistakes(x, w_q, w_k, w_v),
+            {k: out for k, (out, _) in _self_attention_mistakes(x, w_q, w_k, w_v).items()},
             hint="Expected softmax((x @ w_q) (x @ w_k)^T, dim=-1) @ (x @ w_v).",
         )
 
@@ -170,10 +177,11 @@ def check_SelfAttention(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPEC's c
         expected_out, expected_weights = reference(x)
         what = f"SelfAttention({d_model}, d_k={d_k}, d_v={d_v}) on x {(b, length, d_model)}"
         w_q, w_k, w_v = (getattr(reference, n).weight.T for n in ("w_q", "w_k", "w_v"))
-        assert_matches(weights, expected_weights, f"{what}: weights", hint="Expected "
-                       "softmax(Q K^T, dim=-1) with Q = w_q(x), K = w_k(x).")
-        assert_matches(out, expected_out, f"{what}: output",
-                       _self_attention_mistakes(x, w_q, w_k, w_v))
+        mistakes = _self_attention_mistakes(x, w_q, w_k, w_v)
+        assert_matches(weights, expected_weights, f"{what}: weights",
+                       {k: w for k, (_, w) in mistakes.items()},
+                       hint="Expected softmax(Q K^T, dim=-1) with Q = w_q(x), K = w_k(x).")
+        assert_matches(out, expected_out, f"{what}: output", {k: o for k, (o, _) in mistakes.items()})
         # Gradients flow to every projection, as in the reference.
         out.square().sum().backward()
         expected_out.square().sum().backward()
