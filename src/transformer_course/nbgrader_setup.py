@@ -9,6 +9,7 @@ from pathlib import Path
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from traitlets import Bool
 from traitlets.config import Config
 
 from .layout import COURSE_ID, SOURCE_SUFFIX, Repo
@@ -23,6 +24,8 @@ class RedactHiddenTests(Preprocessor):
     issues #917, #1363). This removes the hidden blocks from test cells and cuts test-cell
     tracebacks (which quote the hidden checks' code) down to ``Error: message``.
     """
+
+    enabled = Bool(True)  # nbconvert registers preprocessors disabled unless they say otherwise
 
     def preprocess_cell(self, cell, resources, index):
         meta = cell.metadata.get("nbgrader", {})

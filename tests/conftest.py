@@ -1,0 +1,45 @@
+"""Shared fixtures: one grading run of the sample class (plus solutions and bare stubs)."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from transformer_course.grade import grade_class
+from transformer_course.layout import Repo
+
+ROOT = Path(__file__).resolve().parents[1]
+# Short enough to keep the suite quick, long enough for every real cell on 2 slow cores.
+GRADING_TIMEOUT = 12
+
+
+@pytest.fixture(scope="session")
+def repo() -> Repo:
+    return Repo(ROOT)
+
+
+@pytest.fixture(scope="session")
+def expected() -> dict:
+    with open(ROOT / "autograder" / "sample_class.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+@pytest.fixture(scope="session")
+def graded(repo: Repo, tmp_path_factory: pytest.TempPathFactory):
+    """Grade the sample class, the solution notebooks (student "solutions") and the released
+    stubs (student "stubs") in one run, as `transformer-course grade` would."""
+    submitted = tmp_path_factory.mktemp("submitted")
+    shutil.copytree(repo.sample_class, submitted, dirs_exist_ok=True)
+    for assignment in repo.assignments():
+        name = f"{assignment.notebook}.ipynb"
+        for student, source in (("solutions", repo.solutions / name),
+                                ("stubs", repo.course / assignment.name / name)):
+            target = submitted / student / assignment.name
+            target.mkdir(parents=True)
+            shutil.copyfile(source, target / name)
+    out = tmp_path_factory.mktemp("graded")
+    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False)
+    return {(r.student_id, r.assignment): r for r in results}, out

@@ -1,0 +1,139 @@
+"""The build: deterministic, no drift from the sources, nothing hidden in course/."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from transformer_course.build import build, execute, solution_notebook
+from transformer_course.layout import Repo
+
+HIDDEN = re.compile(r"### (BEGIN|END) (SOLUTION|HIDDEN TESTS)|course_reference|TRANSFORMER_COURSE_ROOT")
+
+
+@pytest.fixture(scope="module")
+def rebuilt(repo: Repo, tmp_path_factory):
+    """Build course/ and solutions/ into a temporary folder (solutions not executed)."""
+    out = tmp_path_factory.mktemp("rebuilt")
+    build(repo, out / "course", out / "solutions", run_solutions=False)
+    return out
+
+
+def test_course_is_byte_identical_to_a_fresh_build(repo, rebuilt):
+    committed = sorted(p.relative_to(repo.course) for p in repo.course.rglob("*") if p.is_file())
+    fresh = sorted(p.relative_to(rebuilt / "course") for p in (rebuilt / "course").rglob("*") if p.is_file())
+    assert committed == fresh, "course/ has other files than a fresh build: run `transformer-course build`"
+    for rel in committed:
+        assert (repo.course / rel).read_bytes() == (rebuilt / "course" / rel).read_bytes(), (
+            f"course/{rel} drifted from autograder/source: run `transformer-course build` and commit"
+        )
+
+
+def test_building_twice_gives_identical_bytes(repo, rebuilt, tmp_path):
+    build(repo, tmp_path / "course", tmp_path / "solutions", run_solutions=False)
+    for path in (rebuilt / "course").rglob("*.ipynb"):
+        assert path.read_bytes() == (tmp_path / "course" / path.relative_to(rebuilt / "course")).read_bytes()
+
+
+def test_solutions_match_sources_and_are_executed(repo, rebuilt):
+    for assignment in repo.assignments():
+        name = f"{assignment.notebook}.ipynb"
+        committed = nbformat.read(repo.solutions / name, as_version=4)
+        fresh = nbformat.read(rebuilt / "solutions" / name, as_version=4)
+        assert [c.source for c in committed.cells] == [c.source for c in fresh.cells], (
+            f"solutions/{name} drifted from its source: run `transformer-course build` and commit"
+        )
+        code = [c for c in committed.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code), f"solutions/{name} is not fully executed"
+        assert not any(o.get("output_type") == "error" for c in code for o in c.outputs)
+        images = [o for c in code for o in c.outputs if "image/png" in o.get("data", {})]
+        assert images, f"solutions/{name} should show its plots"
+
+
+def test_course_has_stubs_and_no_solutions_hidden_tests_or_reference(repo):
+    for assignment in repo.assignments():
+        folder = repo.course / assignment.name
+        assert {p.name for p in folder.iterdir()} == {f"{assignment.notebook}.ipynb"}
+        text = (folder / f"{assignment.notebook}.ipynb").read_text()
+        assert not HIDDEN.search(text)
+        nb = nbformat.reads(text, as_version=4)
+        answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+                   if c.metadata.get("nbgrader", {}).get("solution")}
+        assert list(answers) == assignment.exercises
+        assert all("raise NotImplementedError()" in src for src in answers.values())
+
+
+def test_solutions_have_no_hidden_tests(repo):
+    for path in repo.solutions.glob("*.ipynb"):
+        assert not HIDDEN.search(path.read_text()), path
+
+
+def test_test_cells_name_their_exercise(repo):
+    for assignment in repo.assignments():
+        assert assignment.exercises
+        for exercise in assignment.exercises:
+            assert assignment.max_score(exercise) > 0, f"{exercise} has no test cell"
+
+
+def test_solution_notebooks_run_top_to_bottom(repo, tmp_path):
+    for assignment in repo.assignments():
+        nb = execute(solution_notebook(assignment), tmp_path)
+        errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+                  if o.get("output_type") == "error"]
+        assert not errors
+
+
+def test_colab_setup_cell_is_first_and_harmless_locally(repo, tmp_path):
+    for assignment in repo.assignments():
+        nb = nbformat.read(repo.course / assignment.name / f"{assignment.notebook}.ipynb", as_version=4)
+        first = nb.cells[0]
+        assert first.cell_type == "code" and "google.colab" in first.source
+        assert f"course/\"\n        \"{assignment.name}\"" in first.source or assignment.name in first.source
+        # Run it locally: it must do nothing (no install, no download, no new files).
+        result = subprocess.run([sys.executable, "-c", first.source], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "" and not list(tmp_path.iterdir())
+
+
+def test_colab_setup_cell_fetches_in_colab(repo, tmp_path):
+    """With a stand-in google.colab module, the cell installs what is missing and fetches files."""
+    nb = nbformat.read(repo.course / "01_self_attention" / "01_self_attention.ipynb", as_version=4)
+    source = nb.cells[0].source.replace("PROVIDED = []", "PROVIDED = ['helper.py']")
+    fake = tmp_path / "fake"
+    (fake / "google" / "colab").mkdir(parents=True)
+    (fake / "google" / "__init__.py").write_text("")
+    (fake / "google" / "colab" / "__init__.py").write_text("")
+    served = tmp_path / "served" / "course" / "01_self_attention"
+    served.mkdir(parents=True)
+    (served / "helper.py").write_text("X = 1\n")
+    prelude = (
+        "import sys, urllib.request, subprocess\n"
+        "import google.colab\n"
+        f"_base = {str(tmp_path / 'served')!r}\n"
+        "def _fetch(url, name):\n"
+        "    path = url.split('/main/', 1)[1]\n"
+        "    open(name, 'w').write(open(_base + '/' + path).read())\n"
+        "urllib.request.urlretrieve = _fetch\n"
+        "calls = []\n"
+        "subprocess.run = lambda *a, **k: calls.append(a)\n"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run([sys.executable, "-c", prelude + source + "\nprint(calls)"], cwd=work,
+                            capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(fake), "PATH": ""})
+    assert result.returncode == 0, result.stderr
+    assert (work / "helper.py").read_text() == "X = 1\n"
+    assert result.stdout.strip() == "[]"  # torch, matplotlib and seaborn are present: nothing to install
+
+
+def test_release_notebooks_are_valid_nbformat(repo):
+    for path in repo.course.rglob("*.ipynb"):
+        nbformat.validate(nbformat.read(path, as_version=4))
+        assert json.loads(path.read_text())["metadata"]["kernelspec"]["name"] == "python3"

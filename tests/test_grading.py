@@ -1,0 +1,116 @@
+"""The real grading path (`transformer-course grade`) on the sample class, solutions and stubs."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+
+
+def test_every_student_gets_the_expected_score_per_exercise(graded, expected):
+    results, _ = graded
+    problems = []
+    for student, spec in expected.items():
+        for assignment, scores in spec.items():
+            if not assignment[:2].isdigit():
+                continue
+            result = results[(student, assignment)]
+            got = {e.exercise: e.score for e in result.exercises}
+            if got != {k: float(v) for k, v in scores.items()}:
+                problems.append(f"{student} {assignment}: expected {scores}, got {got}; "
+                                f"feedback: {[e.feedback for e in result.exercises]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_feedback_names_the_mistake(graded, expected):
+    results, _ = graded
+    problems = []
+    for student, spec in expected.items():
+        for exercise, words in spec.get("feedback", {}).items():
+            messages = [e.feedback for (s, _), r in results.items() if s == student
+                        for e in r.exercises if e.exercise == exercise]
+            if not any(words in m for m in messages):
+                problems.append(f"{student} {exercise}: feedback {messages} lacks {words!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_full_marks_have_empty_feedback_and_lost_points_explain(graded):
+    results, _ = graded
+    for result in results.values():
+        for e in result.exercises:
+            assert (e.feedback == "") == (e.score >= e.max_score), (result.student_id, e)
+
+
+def test_statuses(graded, expected):
+    results, _ = graded
+    for student, spec in expected.items():
+        for assignment, status in spec.get("status", {}).items():
+            assert results[(student, assignment)].status == status
+
+
+def test_solutions_score_full_marks(graded, repo):
+    results, _ = graded
+    for assignment in repo.assignments():
+        result = results[("solutions", assignment.name)]
+        assert result.status == "graded"
+        assert result.score == result.max_score > 0, [e for e in result.exercises if e.feedback]
+
+
+def test_untouched_stubs_score_zero_without_crashing(graded, repo):
+    results, _ = graded
+    for assignment in repo.assignments():
+        result = results[("stubs", assignment.name)]
+        assert result.status == "graded", result.reason
+        assert result.score == 0
+        assert all("not attempted" in e.feedback for e in result.exercises)
+
+
+def test_csv_files_have_one_row_per_student_assignment_and_exercise(graded, repo):
+    results, out = graded
+    students = {s for s, _ in results}
+    with open(out / "grades.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["student_id", "assignment", "score", "max_score"]
+    assert {(r["student_id"], r["assignment"]) for r in rows} == set(results)
+    assert len(rows) == len(students) * len(repo.assignments())
+    with open(out / "exercises.csv") as f:
+        exercises = list(csv.DictReader(f))
+    assert list(exercises[0]) == ["student_id", "assignment", "exercise", "score", "max_score", "feedback"]
+    per_student = sum(len(a.exercises) for a in repo.assignments())
+    assert len(exercises) == len(students) * per_student
+    assert all("\n" not in r["feedback"] for r in exercises)
+    for row in rows:  # the totals agree with the exercise rows
+        parts = [e for e in exercises if (e["student_id"], e["assignment"]) ==
+                 (row["student_id"], row["assignment"])]
+        assert sum(float(e["score"]) for e in parts) == float(row["score"])
+
+
+def test_feedback_html_for_everyone_without_hidden_tests(graded, repo):
+    results, out = graded
+    leaks = re.compile(r"BEGIN HIDDEN TESTS|course_reference|_checks\.|check_[a-z]+\(|reference_for")
+    for (student, assignment_name), _ in results.items():
+        assignment = repo.assignment(assignment_name)
+        page = out / "feedback" / student / assignment_name / f"{assignment.notebook}.html"
+        assert page.is_file(), page
+        text = page.read_text()
+        found = leaks.search(text)
+        assert not found, f"{page} shows hidden test code: {found.group(0)!r}"
+    with open(out / "exercises.csv") as f:
+        text = f.read()
+    assert not leaks.search(text)
+
+
+def test_tampered_test_cell_is_restored(graded):
+    """gus replaced the visible softmax test with a print; nbgrader restores it and it fails."""
+    results, out = graded
+    html = (out / "feedback" / "gus" / "01_self_attention" / "01_self_attention.html").read_text()
+    assert "each row should sum to 1" in html
+    assert results[("gus", "01_self_attention")].exercises[0].score == 0
+
+
+@pytest.mark.parametrize("student", ["hal"])
+def test_renamed_notebook_is_graded_with_a_note(graded, student):
+    results, _ = graded
+    result = results[(student, "02_scaled_dot_product")]
+    assert result.status == "graded" and "expected 02_scaled_dot_product.ipynb" in result.reason

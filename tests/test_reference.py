@@ -1,0 +1,104 @@
+"""The hidden reference implementation agrees with PyTorch's built-ins."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "reference"))
+from course_reference import nb01_self_attention as ref01  # noqa: E402
+from course_reference.nb02_scaled_dot_product import scaled_dot_product_attention  # noqa: E402
+
+DTYPES = [torch.float32, torch.float64]
+TOL = {torch.float32: {"rtol": 1e-5, "atol": 1e-6}, torch.float64: {"rtol": 1e-10, "atol": 1e-12}}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_equals_torch(dtype, dim):
+    x = torch.randn(3, 4, 5, dtype=dtype) * 10
+    torch.testing.assert_close(ref01.softmax(x, dim), torch.softmax(x, dim), **TOL[dtype])
+
+
+def test_softmax_is_stable_on_large_inputs():
+    x = torch.tensor([[1000.0, 999.0, -1000.0]])
+    p = ref01.softmax(x)
+    assert torch.isfinite(p).all()
+    torch.testing.assert_close(p, torch.softmax(x, -1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_self_attention_equals_unscaled_sdpa(dtype):
+    x = torch.randn(2, 5, 8, dtype=dtype)
+    w_q, w_k, w_v = (torch.randn(8, n, dtype=dtype) for n in (4, 4, 6))
+    expected = F.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, scale=1.0)
+    torch.testing.assert_close(ref01.self_attention(x, w_q, w_k, w_v), expected, **TOL[dtype])
+
+
+def test_self_attention_module_matches_function():
+    layer = ref01.SelfAttention(8, d_k=4, d_v=6)
+    x = torch.randn(2, 5, 8)
+    out, weights = layer(x)
+    assert weights.shape == (2, 5, 5) and out.shape == (2, 5, 6)
+    expected = ref01.self_attention(x, layer.w_q.weight.T, layer.w_k.weight.T, layer.w_v.weight.T)
+    torch.testing.assert_close(out, expected)
+    assert ref01.SelfAttention(8).w_v.out_features == 8
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_kind", ["none", "padding", "causal", "random"])
+def test_sdpa_equals_torch(dtype, mask_kind):
+    b, h, lq, lk, d = 2, 3, 5, 6, 8
+    q, k, v = (torch.randn(b, h, n, d, dtype=dtype) for n in (lq, lk, lk))
+    mask = {
+        "none": None,
+        "padding": (torch.arange(lk) < torch.tensor([6, 2])[:, None])[:, None, None, :],
+        "causal": torch.ones(lq, lk, dtype=torch.bool).tril(),
+        "random": torch.rand(b, h, lq, lk) > 0.4,
+    }[mask_kind]
+    if mask is not None:
+        mask = mask.clone()
+        mask[..., 0] = True  # the built-in returns NaN for fully blocked rows
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), **TOL[dtype])
+    torch.testing.assert_close(weights.sum(-1), torch.ones(b, h, lq, dtype=dtype), **TOL[dtype])
+    if mask is not None:
+        assert (weights[~mask.expand_as(weights)] == 0).all(), "blocked weights must be exactly 0"
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bfloat16])
+def test_sdpa_fully_masked_rows_are_zero_not_nan(dtype):
+    q, k, v = (torch.randn(2, 4, 8).to(dtype) for _ in range(3))
+    mask = torch.ones(2, 4, 4, dtype=torch.bool)
+    mask[0, 2] = False
+    q.requires_grad_()
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    assert not torch.isnan(out).any() and not torch.isnan(weights).any()
+    assert (out[0, 2] == 0).all() and (weights[0, 2] == 0).all()
+    out.sum().backward()
+    assert torch.isfinite(q.grad).all(), "gradients must stay finite with fully blocked rows"
+    # The other rows equal the built-in's.
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    keep = mask.any(-1)
+    torch.testing.assert_close(out.float()[keep], expected[keep], rtol=2e-2, atol=2e-2)
+
+
+def test_sdpa_rejects_non_bool_mask():
+    q = torch.randn(1, 2, 4)
+    with pytest.raises(TypeError, match="bool"):
+        scaled_dot_product_attention(q, q, q, mask=torch.ones(2, 2))
+
+
+def test_sdpa_dropout_keeps_expectation():
+    torch.manual_seed(0)
+    q, k = torch.randn(1, 3, 8), torch.randn(1, 4, 8)
+    v = torch.randn(1, 4, 8) + 3
+    expected, _ = scaled_dot_product_attention(q, k, v)
+    out, _ = scaled_dot_product_attention(q.expand(4000, -1, -1), k.expand(4000, -1, -1),
+                                          v.expand(4000, -1, -1), dropout_p=0.5)
+    assert not torch.allclose(out[0], expected[0])
+    torch.testing.assert_close(out.mean(0), expected[0], rtol=0, atol=0.15)
