@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -34,13 +35,40 @@ def tolerance(dtype: torch.dtype) -> dict[str, float]:
     return {"rtol": 1e-4, "atol": 1e-5}
 
 
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    return repr(value) if isinstance(value, int | float | bool | None) else type(value).__name__
+
+
 def student_name(ns: Mapping[str, Any], name: str) -> Any:
-    """The student's definition of ``name``, or a clear failure if it is missing."""
+    """The student's definition of ``name``, or a clear failure if it is missing.
+
+    A function comes back wrapped so that an error it raises is reported with the inputs
+    it was called with (shapes and dtypes), as a one-line ``AssertionError``.
+    ``NotImplementedError`` passes through: the grader reports it as "not attempted".
+    """
     if name not in ns:
         raise AssertionError(
             f"`{name}` is not defined: run its answer cell, and keep the name `{name}`."
         )
-    return ns[name]
+    obj = ns[name]
+    if not inspect.isfunction(obj):
+        return obj
+
+    @functools.wraps(obj)
+    def called(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return obj(*args, **kwargs)
+        except (AssertionError, NotImplementedError):
+            raise
+        except Exception as exc:
+            inputs = ", ".join([_describe(a) for a in args]
+                               + [f"{k}={_describe(v)}" for k, v in kwargs.items()])
+            message = " ".join(str(exc).split())[:300]
+            raise AssertionError(f"{name}({inputs}) raised {type(exc).__name__}: {message}") from None
+
+    return called
 
 
 def as_tensor(result: Any, what: str) -> torch.Tensor:

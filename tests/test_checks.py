@@ -1,0 +1,77 @@
+"""Hidden checks, in-process: every correct variant passes, every mistake is caught and named.
+
+Fast (no kernels); the sample class (test_grading.py) covers the real grading path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "reference"))
+
+from .catalogue import CHECKS, CORRECT, MISTAKES  # noqa: E402
+
+
+def namespace(code: str) -> dict:
+    """A notebook-like namespace: the imports of the notebook, then the answer cell."""
+    ns = {"torch": torch, "math": math, "F": F, "nn": nn}
+    exec(compile(code, "<answer cell>", "exec"), ns)
+    return ns
+
+
+def run_checks(exercise: str, ns: dict) -> None:
+    module, names = CHECKS[exercise]
+    checks = importlib.import_module(f"course_reference.checks.{module}")
+    for name in names:
+        getattr(checks, name)(ns)
+
+
+CORRECT_CASES = [(ex, name) for ex, variants in CORRECT.items() for name in variants]
+MISTAKE_CASES = [(ex, name) for ex, variants in MISTAKES.items() for name in variants]
+
+
+@pytest.mark.parametrize(("exercise", "variant"), CORRECT_CASES)
+def test_correct_variant_passes(exercise, variant):
+    run_checks(exercise, namespace(CORRECT[exercise][variant]))
+
+
+@pytest.mark.parametrize(("exercise", "mistake"), MISTAKE_CASES)
+def test_mistake_is_caught_and_named(exercise, mistake):
+    code, words = MISTAKES[exercise][mistake]
+    with pytest.raises(AssertionError) as caught:
+        run_checks(exercise, namespace(code))
+    assert words in str(caught.value), f"feedback does not name the mistake: {caught.value}"
+    assert "\n" not in str(caught.value)
+
+
+def test_downstream_exercise_is_graded_with_reference_helpers():
+    """A broken softmax costs the softmax points only: self_attention is checked with the reference."""
+    broken = ("def softmax(x, dim=-1):\n    return x\n\n"
+              "def attention_scores(q, k):\n    raise NotImplementedError\n")
+    ns = namespace(broken + CORRECT["self_attention"]["own_helpers"])
+    run_checks("self_attention", ns)
+    assert ns["softmax"](torch.ones(2)).tolist() == [1.0, 1.0], "the student's own names are restored"
+
+
+def test_reseeding_does_not_change_the_test_inputs():
+    ns = namespace("seen = []\ndef attention_scores(query, key):\n    seen.append(query.clone())\n"
+                   "    return query @ key.transpose(-2, -1)")
+    run_checks("attention_scores", ns)
+    first = ns["seen"][0]
+    ns["seen"].clear()
+    torch.manual_seed(1234)
+    run_checks("attention_scores", ns)
+    assert torch.equal(first, ns["seen"][0])
+
+
+def test_missing_name_is_reported_clearly():
+    with pytest.raises(AssertionError, match="`softmax` is not defined"):
+        run_checks("softmax", {})
