@@ -20,7 +20,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
 from .layout import Assignment, Repo
-from .nbgrader_setup import make_config
+from .nbgrader_setup import make_config, tools_on_path
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -61,12 +61,11 @@ def convert_sources(repo: Repo) -> list[Assignment]:
 
 def release(repo: Repo, course_dir: Path, work: Path) -> None:
     """Run nbgrader generate_assignment for every assignment and copy the release."""
-    api = NbGraderAPI(CourseDirectory(config=make_config(work, repo)), config=make_config(work, repo))
+    tools_on_path()
+    config = make_config(work, repo)
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
     for assignment in repo.assignments():
         result = api.generate_assignment(assignment.name, force=True, create=True)
-        if not result["success"]:
-            # nbgrader can fail once while creating a fresh gradebook; a retry succeeds.
-            result = api.generate_assignment(assignment.name, force=True, create=True)
         if not result["success"]:
             raise BuildError(f"nbgrader generate_assignment {assignment.name} failed:\n{result['log']}")
         target = course_dir / assignment.name

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from .build import convert_sources
 from .layout import Assignment, Repo
-from .nbgrader_setup import make_config, reference_on_path
+from .nbgrader_setup import make_config, reference_on_path, tools_on_path
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_FEEDBACK = 400
@@ -130,10 +130,9 @@ class Grader:
         config = make_config(work, self.repo, timeout)
         self.coursedir = CourseDirectory(config=config)
         self.api = NbGraderAPI(self.coursedir, config=config)
+        tools_on_path()
         for assignment in self.assignments:
             result = self.api.generate_assignment(assignment.name, force=True, create=True)
-            if not result["success"]:  # a fresh gradebook can fail once; retry
-                result = self.api.generate_assignment(assignment.name, force=True, create=True)
             if not result["success"]:
                 raise RuntimeError(f"nbgrader generate_assignment {assignment.name} failed:\n{result['log']}")
 

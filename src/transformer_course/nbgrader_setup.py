@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,6 +65,19 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30) 
     c.Execute.interrupt_on_timeout = True
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     return c
+
+
+def tools_on_path() -> None:
+    """Put this environment's scripts on PATH.
+
+    nbgrader creates a new gradebook by running the ``alembic`` command; when the venv is
+    not activated (``.venv/bin/transformer-course ...``) that command is not found and the
+    first ``generate_assignment`` of a fresh course root fails.
+    """
+    scripts = str(Path(sys.executable).parent)
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    if scripts not in parts:
+        os.environ["PATH"] = os.pathsep.join([scripts, *parts])
 
 
 @contextlib.contextmanager

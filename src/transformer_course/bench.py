@@ -1,0 +1,110 @@
+"""``make bench``: figures, not tests. Prints seconds and ratios measured in one run.
+
+- seconds to execute each solution notebook (target <= 30 s on 2 CPU cores);
+- seconds per notebook for ``transformer-course grade`` against bare ``nbgrader autograde``
+  (nbgrader's own CLI: generate_assignment + autograde, no feedback) on the same
+  submissions, and their ratio (target <= 1.2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from .build import execute, solution_notebook
+from .layout import Repo
+from .nbgrader_setup import reference_on_path, tools_on_path
+
+# Students of the sample class whose notebooks run to the end (no endless loop, no crash):
+# the comparison is about grading overhead, not about waiting out a timeout.
+BENCH_STUDENTS = ["ada", "ben", "cho", "dev", "eun", "fay", "jon"]
+
+
+def time_solutions(repo: Repo) -> list[tuple[str, float]]:
+    rows = []
+    for assignment in repo.assignments():
+        nb = solution_notebook(assignment)
+        with tempfile.TemporaryDirectory() as cwd:
+            start = time.perf_counter()
+            execute(nb, Path(cwd))
+            rows.append((assignment.name, time.perf_counter() - start))
+    return rows
+
+
+def _copy_class(repo: Repo, target: Path) -> int:
+    count = 0
+    for student in BENCH_STUDENTS:
+        shutil.copytree(repo.sample_class / student, target / student)
+        count += sum(1 for _ in (target / student).rglob("*.ipynb"))
+    return count
+
+
+def time_grading(repo: Repo, timeout: int = 30) -> tuple[int, float, float]:
+    """(notebooks, seconds for transformer-course grade, seconds for bare nbgrader)."""
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory(prefix="tc-bench-") as tmp:
+        tmp = Path(tmp)
+        notebooks = _copy_class(repo, tmp / "submitted")
+        start = time.perf_counter()
+        subprocess.run([str(bin_dir / "transformer-course"), "grade", str(tmp / "submitted"),
+                        "--out", str(tmp / "ours"), "--timeout", str(timeout)],
+                       check=True, capture_output=True, cwd=repo.root)
+        ours = time.perf_counter() - start
+
+        # Bare nbgrader: its own course root, the same config file, the same submissions.
+        bare = tmp / "bare"
+        bare.mkdir()
+        shutil.copytree(tmp / "submitted", bare / "submitted")
+        (bare / "nbgrader_config.py").write_text(
+            "from pathlib import Path\n"
+            "from transformer_course.layout import Repo\n"
+            "from transformer_course.nbgrader_setup import make_config\n"
+            f"c.merge(make_config(Path({str(bare)!r}), Repo(Path({str(repo.root)!r})), {timeout}))\n"
+        )
+        nbgrader = str(bin_dir / "nbgrader")
+        tools_on_path()
+        start = time.perf_counter()
+        with reference_on_path(repo):
+            env = dict(os.environ)
+        for assignment in repo.assignments():
+            for command in (["generate_assignment", assignment.name, "--force"],
+                            ["autograde", assignment.name, "--create", "--force"]):
+                subprocess.run([nbgrader, *command], check=True, capture_output=True, cwd=bare, env=env)
+        bare_seconds = time.perf_counter() - start
+    return notebooks, ours, bare_seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
+    parser.add_argument("--skip-grading", action="store_true", help="only time the solution notebooks")
+    args = parser.parse_args(argv)
+    repo = Repo()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
+          f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
+    print("\nSolution notebooks, executed top to bottom (target <= 30 s each):")
+    for name, seconds in time_solutions(repo):
+        print(f"  {name:28s} {seconds:6.1f} s  {'ok' if seconds <= 30 else 'OVER TARGET'}")
+    if args.skip_grading:
+        return 0
+    notebooks, ours, bare = time_grading(repo)
+    print(f"\nGrading {notebooks} sample-class notebooks ({len(BENCH_STUDENTS)} students):")
+    print(f"  bare nbgrader generate_assignment + autograde : {bare:6.1f} s  "
+          f"({bare / notebooks:.2f} s per notebook)")
+    print(f"  transformer-course grade (+ feedback, CSVs)   : {ours:6.1f} s  "
+          f"({ours / notebooks:.2f} s per notebook)")
+    ratio = ours / bare
+    print(f"  ratio ours / bare: {ratio:.2f}  (target <= 1.2: {'ok' if ratio <= 1.2 else 'OVER TARGET'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
