@@ -137,3 +137,20 @@ def test_release_notebooks_are_valid_nbformat(repo):
     for path in repo.course.rglob("*.ipynb"):
         nbformat.validate(nbformat.read(path, as_version=4))
         assert json.loads(path.read_text())["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_readme_links_every_notebook_with_a_colab_badge(repo):
+    import tomllib
+
+    readme = (repo.root / "README.md").read_text()
+    project = tomllib.loads((repo.root / "pyproject.toml").read_text())["project"]
+    github = project["urls"]["Repository"].removeprefix("https://github.com/")
+    from transformer_course.layout import GITHUB_REPO
+
+    assert github == GITHUB_REPO
+    for assignment in repo.assignments():
+        path = f"course/{assignment.name}/{assignment.notebook}.ipynb"
+        assert (repo.root / path).is_file()
+        assert f"https://colab.research.google.com/github/{github}/blob/main/{path}" in readme
+        source = (repo.course / assignment.name / f"{assignment.notebook}.ipynb").read_text()
+        assert f"raw.githubusercontent.com/{github}/main/course/" in source

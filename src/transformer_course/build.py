@@ -20,7 +20,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
 from .layout import Assignment, Repo
-from .nbgrader_setup import make_config, tools_on_path
+from .nbgrader_setup import KERNEL_ARGS, make_config, tools_on_path
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -102,7 +102,7 @@ def solution_notebook(assignment: Assignment) -> nbformat.NotebookNode:
 def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> nbformat.NotebookNode:
     """Run a notebook top to bottom in a fresh kernel; raises on the first error."""
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", record_timing=False,
+        nb, timeout=timeout, kernel_name="python3", record_timing=False, extra_arguments=KERNEL_ARGS,
         resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()

@@ -12,6 +12,7 @@ import html
 import json
 import re
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,9 @@ from tqdm.auto import tqdm
 from .build import convert_sources
 from .layout import Assignment, Repo
 from .nbgrader_setup import make_config, reference_on_path, tools_on_path
+
+# nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
+warnings.filterwarnings("ignore", message="Object of type <Submitted")
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_FEEDBACK = 400
@@ -83,6 +87,8 @@ def _error_message(output: dict, timeout: int) -> str:
         return "not attempted: the answer still raises NotImplementedError"
     if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
         return f"did not finish within {timeout} s and was interrupted (an endless loop?)"
+    if ename in ("DeadKernelError", "NotRun"):  # written by KeepGradesOnCrash
+        return evalue
     if ename == "AssertionError":
         return evalue or "an assertion failed (no message)"
     return f"{ename}: {evalue}"
@@ -114,7 +120,9 @@ def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict
     if not failed:
         return one_line(f"{', '.join(lost)} lost points")
     message = _error_message(errors[failed[0]], timeout)
-    others = f" [also failed: {', '.join(failed[1:])}]" if len(failed) > 1 else ""
+    others = ""
+    if len(failed) > 1 and not message.startswith("not attempted"):
+        others = f" [also failed: {', '.join(failed[1:])}]"
     return one_line(message + others)
 
 
@@ -163,8 +171,11 @@ class Grader:
             else:
                 why = "crashed: nbgrader could not grade it: " + one_line(log.get("error") or text, 200)
             return self._failed(student_id, assignment, "crashed", note + why, feedback_dir)
-        exercises = self._exercise_results(student_id, assignment, autograded, note)
-        result = SubmissionResult(student_id, assignment.name, "graded", note.strip(), exercises)
+        exercises, died = self._exercise_results(student_id, assignment, autograded, note)
+        status, reason = "graded", note.strip()
+        if died:
+            status, reason = "crashed", note + "the kernel died in " + died + "; later cells did not run"
+        result = SubmissionResult(student_id, assignment.name, status, reason, exercises)
         if feedback_dir is not None:
             self.api.generate_feedback(assignment.name, student_id, force=True)
         return self._finish(result, feedback_dir)
@@ -175,8 +186,14 @@ class Grader:
         return self._finish(result, feedback_dir)
 
     def _exercise_results(self, student_id: str, assignment: Assignment, autograded: Path,
-                          note: str) -> list[ExerciseResult]:
-        errors = _cell_errors(nbformat.read(autograded, as_version=4))
+                          note: str) -> tuple[list[ExerciseResult], str]:
+        """Per-exercise scores from the gradebook and feedback from the autograded notebook,
+        and the cell where the kernel died ("" if it did not)."""
+        nb = nbformat.read(autograded, as_version=4)
+        errors = _cell_errors(nb)
+        died = next((f"cell {i} ({c.metadata.get('nbgrader', {}).get('grade_id', 'not graded')})"
+                     for i, c in enumerate(nb.cells) if c.cell_type == "code"
+                     for o in c.get("outputs", []) if o.get("ename") == "DeadKernelError"), "")
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             grades = {}
             for grade in gb.find_submission_notebook(assignment.notebook, assignment.name, student_id).grades:
@@ -191,7 +208,7 @@ class Grader:
             if score < max_score:
                 feedback = one_line(note + explain(assignment, exercise, lost, errors, self.timeout))
             results.append(ExerciseResult(exercise, score, max_score, feedback))
-        return results
+        return results, died
 
     def _finish(self, result: SubmissionResult, feedback_dir: Path | None) -> SubmissionResult:
         if feedback_dir is None:

@@ -8,13 +8,19 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbformat import NotebookNode
+from nbgrader.converters import Autograde
+from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
 from traitlets import Bool
 from traitlets.config import Config
 
 from .layout import COURSE_ID, SOURCE_SUFFIX, Repo
 
+# Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
+# otherwise print once per notebook between the progress bar's lines.
+KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
 
 
@@ -43,6 +49,45 @@ class RedactHiddenTests(Preprocessor):
         return cell, resources
 
 
+class KeepGradesOnCrash(Execute):
+    """nbgrader's Execute, except that a dying kernel does not lose the whole notebook.
+
+    By default nbgrader drops a notebook whose kernel dies (``os._exit``, a segfault, out
+    of memory) and the student gets nothing, with no feedback. Here the cell that killed
+    the kernel gets an error output saying so, every later code cell gets one saying it
+    did not run, and the cells before keep the points they earned.
+    """
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._dead_at = None
+        return super().preprocess(nb, resources, km)
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type != "code":
+            return cell, resources
+        if self._dead_at is not None:
+            cell.outputs = [_error("NotRun", f"not run: the kernel died in an earlier cell "
+                                              f"(cell {self._dead_at})")]
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._dead_at = index
+            cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
+                                       "(sys.exit/os._exit, a crash, or out of memory?)"))
+            return cell, resources
+
+    async def _async_cleanup_kernel(self) -> None:
+        try:
+            await super()._async_cleanup_kernel()
+        except Exception:  # the kernel is already gone
+            pass
+
+
+def _error(ename: str, evalue: str) -> NotebookNode:
+    return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
+
+
 def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30) -> Config:
     """The nbgrader config of a course root whose sources are the repo's ``autograder/source``.
 
@@ -63,6 +108,11 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30) 
     c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     c.Execute.timeout = timeout
     c.Execute.interrupt_on_timeout = True
+    c.Execute.extra_arguments = KERNEL_ARGS
+    c.Autograde.autograde_preprocessors = [
+        KeepGradesOnCrash if pp is Execute else pp
+        for pp in Autograde.class_traits()["autograde_preprocessors"].default()
+    ]
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     return c
 
