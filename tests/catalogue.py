@@ -76,3 +76,161 @@ CHECKS = {
     "self_attention": ("nb01", ["check_self_attention"]),
     "scaled_dot_product_attention": ("nb02", ["check_values", "check_mask", "check_fully_masked", "check_dropout"]),
 }
+
+# ----------------------------------------------------------------- notebooks 03-05
+MHA_INIT = (
+    "class MultiHeadAttention(nn.Module):\n"
+    "    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):\n"
+    "        super().__init__()\n"
+    "        if d_model % num_heads != 0:\n"
+    "            raise ValueError('d_model must be divisible by num_heads')\n"
+    "        self.num_heads, self.dropout = num_heads, dropout\n"
+    "        self.w_q = nn.Linear(d_model, d_model, bias=bias)\n"
+    "        self.w_k = nn.Linear(d_model, d_model, bias=bias)\n"
+    "        self.w_v = nn.Linear(d_model, d_model, bias=bias)\n"
+    "        self.w_o = nn.Linear(d_model, d_model, bias=bias)\n\n"
+    "    def forward(self, query, key, value, mask=None):\n"
+)
+MHA_OK = MHA_INIT + (
+    "        h = self.num_heads\n"
+    "        q, k, v = split_heads(self.w_q(query), h), split_heads(self.w_k(key), h), split_heads(self.w_v(value), h)\n"
+    "        out, w = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0)\n"
+    "        return self.w_o(combine_heads(out)), w\n"
+)
+PE_INIT = (
+    "class PositionalEncoding(nn.Module):\n"
+    "    def __init__(self, d_model, dropout=0.1, max_len=5000):\n"
+    "        super().__init__()\n"
+    "        self.dropout = nn.Dropout(dropout)\n"
+    "        self.max_len = max_len\n"
+)
+PE_FORWARD_OK = (
+    "    def forward(self, x):\n"
+    "        if x.size(1) > self.max_len:\n"
+    "            raise ValueError(f'length {x.size(1)} > max_len {self.max_len}')\n"
+    "        return self.dropout(x + self.pe[: x.size(1)])\n"
+)
+EMB = "class TokenEmbedding(nn.Module):\n    def __init__(self, vocab_size, d_model):\n        super().__init__()\n        self.embedding = nn.Embedding(vocab_size, d_model)\n        self.d_model = d_model\n\n    def forward(self, tokens):\n"
+
+CORRECT.update({
+    "split_heads": {
+        "view_transpose": "def split_heads(x, num_heads):\n    b, l, d = x.shape\n    return x.view(b, l, num_heads, d // num_heads).transpose(1, 2)",
+        "unflatten_permute": "def split_heads(x, num_heads):\n    return x.unflatten(-1, (num_heads, -1)).permute(0, 2, 1, 3)",
+        "chunk_stack": "def split_heads(x, num_heads):\n    return torch.stack(x.chunk(num_heads, dim=-1), dim=1)",
+    },
+    "combine_heads": {
+        "contiguous_view": "def combine_heads(x):\n    b, h, l, d = x.shape\n    return x.transpose(1, 2).contiguous().view(b, l, h * d)",
+        "reshape": "def combine_heads(x):\n    b, h, l, d = x.shape\n    return x.transpose(1, 2).reshape(b, l, h * d)",
+        "flatten": "def combine_heads(x):\n    return x.permute(0, 2, 1, 3).flatten(2)",
+        "cat": "def combine_heads(x):\n    return torch.cat(x.unbind(1), dim=-1)",
+    },
+    "MultiHeadAttention": {
+        "helpers": MHA_OK,
+        "nn_dropout": MHA_OK.replace("self.num_heads, self.dropout = num_heads, dropout", "self.num_heads, self.p = num_heads, dropout").replace("dropout_p=self.dropout if self.training else 0.0", "dropout_p=self.p if self.training else 0.0"),
+        "inline_reshape": MHA_INIT + (
+            "        b, lq, d = query.shape\n        h = self.num_heads\n"
+            "        q = self.w_q(query).reshape(b, lq, h, d // h).transpose(1, 2)\n"
+            "        k = self.w_k(key).reshape(b, key.shape[1], h, d // h).transpose(1, 2)\n"
+            "        v = self.w_v(value).reshape(b, value.shape[1], h, d // h).transpose(1, 2)\n"
+            "        out, w = scaled_dot_product_attention(q, k, v, mask, self.dropout if self.training else 0.0)\n"
+            "        return self.w_o(out.transpose(1, 2).reshape(b, lq, d)), w\n"),
+    },
+    "make_padding_mask": {
+        "ne_index": "def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, None, :]",
+        "unsqueeze": "def make_padding_mask(tokens, pad_id):\n    return tokens.ne(pad_id).unsqueeze(1).unsqueeze(2)",
+        "view": "def make_padding_mask(tokens, pad_id):\n    b, l = tokens.shape\n    return ~(tokens == pad_id).view(b, 1, 1, l)",
+    },
+    "make_causal_mask": {
+        "tril": "def make_causal_mask(size, device=None):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device)).view(1, 1, size, size)",
+        "arange_compare": "def make_causal_mask(size, device=None):\n    i = torch.arange(size, device=device)\n    return (i[None, :] <= i[:, None])[None, None]",
+        "triu_not": "def make_causal_mask(size, device=None):\n    return ~torch.ones(size, size, device=device).triu(1).bool()[None, None]",
+    },
+    "make_decoder_mask": {
+        "and": "def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1), tokens.device)",
+        "logical_and": "def make_decoder_mask(tokens, pad_id):\n    t = tokens.shape[1]\n    return torch.logical_and((tokens != pad_id)[:, None, None, :], torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril())",
+    },
+    "sinusoidal_positional_encoding": {
+        "exp_log": "def sinusoidal_positional_encoding(max_len, d_model):\n    if d_model % 2:\n        raise ValueError('odd')\n    pe = torch.zeros(max_len, d_model)\n    pos = torch.arange(max_len).unsqueeze(1).float()\n    div = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))\n    pe[:, 0::2] = torch.sin(pos * div)\n    pe[:, 1::2] = torch.cos(pos * div)\n    return pe",
+        "pow_float64": "def sinusoidal_positional_encoding(max_len, d_model):\n    if d_model % 2 == 1:\n        raise ValueError('d_model must be even')\n    p = torch.arange(max_len, dtype=torch.float64)[:, None]\n    i = torch.arange(d_model // 2, dtype=torch.float64)\n    a = p / torch.pow(10000.0, 2 * i / d_model)\n    return torch.stack([a.sin(), a.cos()], -1).flatten(1).float()",
+        "loops": "def sinusoidal_positional_encoding(max_len, d_model):\n    if d_model % 2:\n        raise ValueError('even d_model please')\n    pe = torch.zeros(max_len, d_model)\n    for p in range(max_len):\n        for i in range(0, d_model, 2):\n            pe[p, i] = math.sin(p / 10000 ** (i / d_model))\n            pe[p, i + 1] = math.cos(p / 10000 ** (i / d_model))\n    return pe",
+    },
+    "PositionalEncoding": {
+        "buffer": PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n" + PE_FORWARD_OK,
+        "non_persistent_3d": PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model).unsqueeze(0), persistent=False)\n\n"
+        "    def forward(self, x):\n        if x.size(1) > self.max_len:\n            raise ValueError('too long for max_len')\n        return self.dropout(x + self.pe[:, : x.size(1)])\n",
+    },
+    "TokenEmbedding": {
+        "math_sqrt": EMB + "        return self.embedding(tokens) * math.sqrt(self.d_model)",
+        "pow": EMB + "        return self.embedding(tokens) * self.d_model ** 0.5",
+    },
+})
+
+MISTAKES.update({
+    "split_heads": {
+        "no_transpose": ("def split_heads(x, num_heads):\n    b, l, d = x.shape\n    return x.view(b, num_heads, l, d // num_heads)", "no transpose"),
+        "forgot_transpose": ("def split_heads(x, num_heads):\n    b, l, d = x.shape\n    return x.view(b, l, num_heads, d // num_heads)", "heads come before positions"),
+        "interleaved": ("def split_heads(x, num_heads):\n    b, l, d = x.shape\n    return x.view(b, l, d // num_heads, num_heads).permute(0, 3, 1, 2)", "every h-th feature"),
+    },
+    "combine_heads": {
+        "no_contiguous": ("def combine_heads(x):\n    b, h, l, d = x.shape\n    return x.transpose(1, 2).view(b, l, h * d)", ".contiguous()"),
+        "no_transpose": ("def combine_heads(x):\n    b, h, l, d = x.shape\n    return x.reshape(b, l, h * d)", "without transposing back"),
+    },
+    "MultiHeadAttention": {
+        "no_w_o": (MHA_OK.replace("self.w_o(combine_heads(out))", "combine_heads(out)"), "w_o is missing"),
+        "averaged_weights": (MHA_OK.replace("return self.w_o(combine_heads(out)), w", "return self.w_o(combine_heads(out)), w.mean(1)"), "averaged over heads"),
+        "no_value_error": (MHA_OK.replace("raise ValueError('d_model must be divisible by num_heads')", "pass"), "should raise ValueError"),
+        "assert_instead": (MHA_OK.replace("if d_model % num_heads != 0:\n            raise ValueError('d_model must be divisible by num_heads')", "assert d_model % num_heads == 0"), "raise ValueError"),
+        "value_from_key": (MHA_OK.replace("split_heads(self.w_v(value), h)", "split_heads(self.w_k(value), h)"), "w_k to project the values"),
+        "dropout_in_eval": (MHA_OK.replace("dropout_p=self.dropout if self.training else 0.0", "dropout_p=self.dropout"), "eval() mode"),
+    },
+    "make_padding_mask": {
+        "inverted": ("def make_padding_mask(tokens, pad_id):\n    return (tokens == pad_id)[:, None, None, :]", "inverted"),
+        "flat": ("def make_padding_mask(tokens, pad_id):\n    return tokens != pad_id", "(B, L)"),
+        "three_dims": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id).unsqueeze(1)", "(B, 1, L)"),
+        "hardcoded_zero": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != 0)[:, None, None, :]", "ignores pad_id"),
+        "float": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id).float()[:, None, None, :]", "bool"),
+    },
+    "make_causal_mask": {
+        "subsequent": ("def make_causal_mask(size, device=None):\n    return torch.ones(size, size, dtype=torch.bool, device=device).triu(1)[None, None]", "FUTURE"),
+        "no_diagonal": ("def make_causal_mask(size, device=None):\n    return torch.ones(size, size, dtype=torch.bool, device=device).tril(-1)[None, None]", "diagonal"),
+        "flat": ("def make_causal_mask(size, device=None):\n    return torch.ones(size, size, dtype=torch.bool, device=device).tril()", "(size, size)"),
+        "ignores_device": ("def make_causal_mask(size, device=None):\n    return torch.ones(size, size, dtype=torch.bool).tril()[None, None]", "device"),
+    },
+    "make_decoder_mask": {
+        "or": ("def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) | make_causal_mask(tokens.size(1))", "OR"),
+        "padding_only": ("def make_decoder_mask(tokens, pad_id):\n    t = tokens.size(1)\n    return make_padding_mask(tokens, pad_id).expand(-1, -1, t, -1)", "padding mask only"),
+        "queries": ("def make_decoder_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, :, None] & make_causal_mask(tokens.size(1))", "QUERIES"),
+    },
+    "sinusoidal_positional_encoding": {
+        "swapped": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pe = torch.zeros(max_len, d_model)\n    pos = torch.arange(max_len)[:, None].float()\n    div = 10000 ** (torch.arange(0, d_model, 2).float() / d_model)\n    pe[:, 0::2] = torch.cos(pos / div)\n    pe[:, 1::2] = torch.sin(pos / div)\n    return pe", "swapped"),
+        "exponent_i": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pe = torch.zeros(max_len, d_model)\n    pos = torch.arange(max_len)[:, None].float()\n    div = 10000 ** (torch.arange(d_model // 2).float() / d_model)\n    pe[:, 0::2] = torch.sin(pos / div)\n    pe[:, 1::2] = torch.cos(pos / div)\n    return pe", "i/D instead of 2i/D"),
+        "base_1000": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pe = torch.zeros(max_len, d_model)\n    pos = torch.arange(max_len)[:, None].float()\n    div = 1000 ** (torch.arange(0, d_model, 2).float() / d_model)\n    pe[:, 0::2] = torch.sin(pos / div)\n    pe[:, 1::2] = torch.cos(pos / div)\n    return pe", "base is 1000"),
+        "halves": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pos = torch.arange(max_len)[:, None].float()\n    div = 10000 ** (torch.arange(0, d_model, 2).float() / d_model)\n    return torch.cat([torch.sin(pos / div), torch.cos(pos / div)], dim=1)", "first half"),
+        "float64": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pe = torch.zeros(max_len, d_model, dtype=torch.float64)\n    pos = torch.arange(max_len, dtype=torch.float64)[:, None]\n    div = 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)\n    pe[:, 0::2] = torch.sin(pos / div)\n    pe[:, 1::2] = torch.cos(pos / div)\n    return pe", "float32"),
+    },
+    "PositionalEncoding": {
+        "plain_attribute": (PE_INIT + "        self.pe = sinusoidal_positional_encoding(max_len, d_model)\n\n" + PE_FORWARD_OK, "not a registered buffer"),
+        "parameter": (PE_INIT + "        self.pe = nn.Parameter(sinusoidal_positional_encoding(max_len, d_model))\n\n" + PE_FORWARD_OK, "nn.Parameter"),
+        "no_length_check": (PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n"
+                            "    def forward(self, x):\n        return self.dropout(x + self.pe[: x.size(1)])\n", "raise a ValueError"),
+        "no_dropout": (PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n"
+                       + PE_FORWARD_OK.replace("self.dropout(x + self.pe[: x.size(1)])", "x + self.pe[: x.size(1)]"), "nothing was dropped"),
+    },
+    "TokenEmbedding": {
+        "no_scale": (EMB + "        return self.embedding(tokens)", "not scaled"),
+        "times_d_model": (EMB + "        return self.embedding(tokens) * self.d_model", "multiplied by d_model"),
+        "divided": (EMB + "        return self.embedding(tokens) / math.sqrt(self.d_model)", "divided by sqrt"),
+    },
+})
+
+CHECKS.update({
+    "split_heads": ("nb03", ["check_split_heads"]),
+    "combine_heads": ("nb03", ["check_combine_heads"]),
+    "MultiHeadAttention": ("nb03", ["check_MultiHeadAttention", "check_MultiHeadAttention_dropout"]),
+    "make_padding_mask": ("nb04", ["check_make_padding_mask"]),
+    "make_causal_mask": ("nb04", ["check_make_causal_mask"]),
+    "make_decoder_mask": ("nb04", ["check_make_decoder_mask"]),
+    "sinusoidal_positional_encoding": ("nb05", ["check_sinusoidal_positional_encoding"]),
+    "PositionalEncoding": ("nb05", ["check_PositionalEncoding"]),
+    "TokenEmbedding": ("nb05", ["check_TokenEmbedding"]),
+})

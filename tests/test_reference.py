@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -102,3 +103,82 @@ def test_sdpa_dropout_keeps_expectation():
                                           v.expand(4000, -1, -1), dropout_p=0.5)
     assert not torch.allclose(out[0], expected[0])
     torch.testing.assert_close(out.mean(0), expected[0], rtol=0, atol=0.15)
+
+
+# ----------------------------------------------------------------- notebooks 03-05
+from course_reference import nb03_multi_head as ref03  # noqa: E402
+from course_reference import nb04_masking as ref04  # noqa: E402
+from course_reference import nb05_positional_encoding as ref05  # noqa: E402
+
+
+def _torch_mha_from(mine: torch.nn.Module, d_model: int, num_heads: int) -> torch.nn.MultiheadAttention:
+    theirs = torch.nn.MultiheadAttention(d_model, num_heads, batch_first=True)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([mine.w_q.weight, mine.w_k.weight, mine.w_v.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([mine.w_q.bias, mine.w_k.bias, mine.w_v.bias]))
+        theirs.out_proj.weight.copy_(mine.w_o.weight)
+        theirs.out_proj.bias.copy_(mine.w_o.bias)
+    return theirs
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_multi_head_attention_equals_torch(dtype):
+    d_model, h = 16, 4
+    mine = ref03.MultiHeadAttention(d_model, h).to(dtype).eval()
+    theirs = _torch_mha_from(mine, d_model, h).to(dtype).eval()
+    q, kv = torch.randn(2, 5, d_model, dtype=dtype), torch.randn(2, 7, d_model, dtype=dtype)
+    lengths = torch.tensor([7, 4])
+    keep = torch.arange(7) < lengths[:, None]  # (B, Lk), True = real token
+    out, weights = mine(q, kv, kv, mask=keep[:, None, None, :])
+    expected, avg = theirs(q, kv, kv, key_padding_mask=~keep)  # PyTorch: True = ignore
+    torch.testing.assert_close(out, expected, **TOL[dtype])
+    torch.testing.assert_close(weights.mean(dim=1), avg, **TOL[dtype])
+    assert weights.shape == (2, h, 5, 7)
+
+
+def test_split_and_combine_heads_are_inverse_and_per_position():
+    x = torch.randn(2, 5, 12)
+    heads = ref03.split_heads(x, 3)
+    assert heads.shape == (2, 3, 5, 4)
+    torch.testing.assert_close(heads[:, 1, 2], x[:, 2, 4:8])  # head 1 of position 2
+    torch.testing.assert_close(ref03.combine_heads(heads), x)
+    with pytest.raises(ValueError, match="divisible"):
+        ref03.MultiHeadAttention(10, 3)
+
+
+def test_masks_match_torch_conventions():
+    causal = ref04.make_causal_mask(5)
+    assert causal.dtype == torch.bool and causal.shape == (1, 1, 5, 5)
+    additive = torch.nn.Transformer.generate_square_subsequent_mask(5)  # -inf = blocked
+    assert torch.equal(causal[0, 0], additive == 0)
+    tokens = torch.tensor([[5, 6, 0, 0], [7, 8, 9, 1]])
+    pad = ref04.make_padding_mask(tokens, pad_id=0)
+    assert pad.shape == (2, 1, 1, 4) and pad[0, 0, 0].tolist() == [True, True, False, False]
+    dec = ref04.make_decoder_mask(tokens, pad_id=0)
+    assert dec.shape == (2, 1, 4, 4)
+    assert torch.equal(dec, pad & ref04.make_causal_mask(4))
+    assert ref04.make_causal_mask(3, device="meta").device.type == "meta"
+
+
+def test_positional_encoding_formula():
+    pe = ref05.sinusoidal_positional_encoding(50, 8)
+    assert pe.dtype == torch.float32 and pe.shape == (50, 8)
+    for p in (0, 1, 17, 49):
+        for i in range(4):
+            angle = p / 10000 ** (2 * i / 8)
+            assert abs(pe[p, 2 * i].item() - math.sin(angle)) < 1e-6
+            assert abs(pe[p, 2 * i + 1].item() - math.cos(angle)) < 1e-6
+    with pytest.raises(ValueError, match="even"):
+        ref05.sinusoidal_positional_encoding(10, 7)
+
+
+def test_positional_encoding_module_and_embedding():
+    module = ref05.PositionalEncoding(8, dropout=0.0, max_len=20).eval()
+    assert "pe" in dict(module.named_buffers()) and not list(module.parameters())
+    x = torch.randn(2, 6, 8)
+    torch.testing.assert_close(module(x), x + ref05.sinusoidal_positional_encoding(20, 8)[:6])
+    with pytest.raises(ValueError, match="max_len"):
+        module(torch.randn(1, 21, 8))
+    emb = ref05.TokenEmbedding(11, 16)
+    tokens = torch.tensor([[1, 2, 3]])
+    torch.testing.assert_close(emb(tokens), emb.embedding(tokens) * 4.0)

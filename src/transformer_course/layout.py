@@ -10,6 +10,9 @@ from pathlib import Path
 import nbformat
 
 SOURCE_SUFFIX = ".source.py"
+# The module shipped beside notebooks that build on earlier ones: the reference code of
+# the earlier notebooks only (SPEC, "Later notebooks may use earlier building blocks").
+BLOCKS_MODULE = "course_blocks.py"
 COURSE_ID = "transformer-course"
 # Where the Colab badges and setup cells fetch from (also [project.urls] in pyproject.toml).
 GITHUB_REPO = "transformer-course/transformer-course"
@@ -90,6 +93,15 @@ class Assignment:
 
     name: str
     source_file: Path
+
+    @property
+    def number(self) -> int:
+        return int(self.name.split("_", 1)[0])
+
+    @property
+    def uses_blocks(self) -> bool:
+        """Whether the notebook imports the provided module of earlier reference code."""
+        return f"from {BLOCKS_MODULE[:-3]} import" in self.source_file.read_text()
 
     @property
     def notebook(self) -> str:

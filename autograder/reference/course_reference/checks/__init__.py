@@ -53,22 +53,43 @@ def student_name(ns: Mapping[str, Any], name: str) -> Any:
             f"`{name}` is not defined: run its answer cell, and keep the name `{name}`."
         )
     obj = ns[name]
-    if not inspect.isfunction(obj):
-        return obj
+    return guarded(obj, name) if inspect.isfunction(obj) else obj
 
-    @functools.wraps(obj)
+
+# Hints for errors whose cause is a classic mistake.
+_ERROR_HINTS = {
+    "view size is not compatible": " (a transpose leaves the tensor non-contiguous: call .contiguous() "
+                                   "before .view(), or use .reshape())",
+}
+
+
+def guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` whose errors (other than asserts and NotImplementedError) become one-line
+    ``AssertionError``s that name the call and the shapes it got."""
+
+    @functools.wraps(fn)
     def called(*args: Any, **kwargs: Any) -> Any:
         try:
-            return obj(*args, **kwargs)
+            return fn(*args, **kwargs)
         except (AssertionError, NotImplementedError):
             raise
         except Exception as exc:
             inputs = ", ".join([_describe(a) for a in args]
                                + [f"{k}={_describe(v)}" for k, v in kwargs.items()])
             message = " ".join(str(exc).split())[:300]
-            raise AssertionError(f"{name}({inputs}) raised {type(exc).__name__}: {message}") from None
+            hint = "".join(h for key, h in _ERROR_HINTS.items() if key in message)
+            raise AssertionError(f"{name}({inputs}) raised {type(exc).__name__}: {message}{hint}") from None
 
     return called
+
+
+def construct(cls: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+    """Instantiate a student's class, reporting errors in one line and keeping the global RNG."""
+    state = torch.random.get_rng_state()
+    try:
+        return guarded(cls, name)(*args, **kwargs)
+    finally:
+        torch.random.set_rng_state(state)
 
 
 def as_tensor(result: Any, what: str) -> torch.Tensor:

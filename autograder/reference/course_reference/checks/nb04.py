@@ -1,0 +1,125 @@
+"""Hidden checks for notebook 04 (padding and causal masks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import nb04_masking as ref
+from . import generator, student_name
+
+SECTION_PADDING = "see section 1, 'Padding masks'"
+SECTION_CAUSAL = "see section 2, 'Causal masks'"
+SECTION_DECODER = "see section 3, 'The decoder mask'"
+
+
+def upstream(*names: str) -> dict[str, Any]:
+    return {name: getattr(ref, name) for name in names}
+
+
+def _assert_mask(got: Any, expected: torch.Tensor, what: str, mistakes: dict[str, torch.Tensor | None],
+                 hint: str) -> None:
+    if not isinstance(got, torch.Tensor):
+        raise AssertionError(f"{what} should be a torch.Tensor, got {type(got).__name__}.")
+    if got.dtype != torch.bool:
+        raise AssertionError(f"{what} has dtype {got.dtype}; masks are bool (True = may attend), e.g. "
+                             "tokens != pad_id, not an int or float tensor.")
+    for message, wrong in mistakes.items():
+        if wrong is not None and got.shape == wrong.shape and torch.equal(got, wrong) and not (
+                got.shape == expected.shape and torch.equal(got, expected)):
+            raise AssertionError(f"{what}: {message}")
+    if got.shape != expected.shape:
+        raise AssertionError(f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}. {hint}")
+    if not torch.equal(got, expected):
+        wrong = (got != expected).nonzero()[0].tolist()
+        raise AssertionError(f"{what} is wrong at index {tuple(wrong)} (and maybe elsewhere). {hint}")
+
+
+def _tokens(gen: torch.Generator, lengths: list[int], length: int, pad_id: int) -> torch.Tensor:
+    tokens = torch.randint(pad_id + 1, pad_id + 20, (len(lengths), length), generator=gen)
+    for row, n in enumerate(lengths):
+        tokens[row, n:] = pad_id
+    return tokens
+
+
+def check_make_padding_mask(ns: dict[str, Any]) -> None:
+    make_padding_mask = student_name(ns, "make_padding_mask")
+    gen = generator(401)
+    for lengths, length, pad_id in [([5, 3, 1], 5, 0), ([4], 4, 0), ([2, 6], 6, 1), ([1], 1, 3)]:
+        tokens = _tokens(gen, lengths, length, pad_id)
+        expected = ref.make_padding_mask(tokens, pad_id)
+        keep = tokens != pad_id
+        mistakes = {
+            f"the mask is inverted: True must mark real tokens (tokens != pad_id) ({SECTION_PADDING}).":
+                (tokens == pad_id)[:, None, None, :],
+            f"has shape (B, L): add two axes, (B, 1, 1, L), so it broadcasts over heads and queries "
+            f"({SECTION_PADDING}).": keep,
+            "has shape (B, 1, L), which broadcasts against the scores (B, h, Lq, Lk) along the wrong axes; "
+            f"use (B, 1, 1, L) ({SECTION_PADDING}).": keep[:, None, :],
+            "has shape (B, 1, L, 1): that masks queries, not keys; padded KEYS must be blocked, "
+            f"(B, 1, 1, L) ({SECTION_PADDING}).": keep[:, None, :, None],
+            "ignores pad_id (it treats 0 as padding): compare with the pad_id argument.":
+                (tokens != 0)[:, None, None, :] if pad_id != 0 else None,
+        }
+        _assert_mask(make_padding_mask(tokens, pad_id), expected,
+                     f"make_padding_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})", mistakes,
+                     hint=f"Expected (tokens != pad_id) with shape (B, 1, 1, L) ({SECTION_PADDING}).")
+    meta = make_padding_mask(torch.zeros(2, 3, dtype=torch.long, device="meta"), 0)
+    if getattr(meta, "device", None) != torch.device("meta"):
+        raise AssertionError("make_padding_mask must return the mask on the device of `tokens`.")
+
+
+def check_make_causal_mask(ns: dict[str, Any]) -> None:
+    make_causal_mask = student_name(ns, "make_causal_mask")
+    for size in (1, 2, 5, 9):
+        expected = ref.make_causal_mask(size)
+        ones = torch.ones(size, size, dtype=torch.bool)
+        mistakes = {
+            "True marks the FUTURE (the 'subsequent mask' of some tutorials); here True = may attend: "
+            f"keep the lower triangle incl. the diagonal, torch.tril ({SECTION_CAUSAL}).":
+                ones.triu(1)[None, None],
+            f"keeps the upper triangle: a position may see itself and the past, not the future ({SECTION_CAUSAL}).":
+                ones.triu()[None, None],
+            f"leaves out the diagonal: a position may attend to itself (tril, not tril(-1)) ({SECTION_CAUSAL}).":
+                ones.tril(-1)[None, None],
+            f"has shape (size, size): add two leading axes, (1, 1, size, size) ({SECTION_CAUSAL}).": ones.tril(),
+        }
+        _assert_mask(make_causal_mask(size), expected, f"make_causal_mask({size})", mistakes,
+                     hint=f"Expected torch.ones(size, size, dtype=torch.bool).tril() with shape (1, 1, size, size) "
+                          f"({SECTION_CAUSAL}).")
+    meta = make_causal_mask(3, device="meta")
+    if getattr(meta, "device", None) != torch.device("meta"):
+        raise AssertionError("make_causal_mask(size, device=d) must create the mask on device d "
+                             "(pass device= to the tensor constructor).")
+    default = make_causal_mask(3)
+    if default.device != torch.device("cpu"):
+        raise AssertionError("make_causal_mask(size) with no device should give a CPU tensor.")
+
+
+def check_make_decoder_mask(ns: dict[str, Any]) -> None:
+    make_decoder_mask = student_name(ns, "make_decoder_mask")
+    gen = generator(403)
+    for lengths, length, pad_id in [([5, 3, 1], 5, 0), ([2], 2, 0), ([6, 4], 6, 2)]:
+        tokens = _tokens(gen, lengths, length, pad_id)
+        expected = ref.make_decoder_mask(tokens, pad_id)
+        padding = ref.make_padding_mask(tokens, pad_id)
+        causal = ref.make_causal_mask(length)
+        mistakes = {
+            "combines padding and causal masks with OR; a key must be real AND not in the future: & "
+            f"({SECTION_DECODER}).": padding | causal,
+            f"is the padding mask only (broadcast): the decoder also needs the causal mask ({SECTION_DECODER}).":
+                padding.expand(-1, -1, length, -1),
+            f"is the causal mask only: padded target tokens must be blocked too ({SECTION_DECODER}).":
+                causal.expand(len(lengths), -1, -1, -1),
+            "blocks padded QUERIES instead of padded keys: transpose back to (B, 1, 1, T) & causal "
+            f"({SECTION_DECODER}).": padding.transpose(-2, -1) & causal,
+        }
+        _assert_mask(make_decoder_mask(tokens, pad_id), expected,
+                     f"make_decoder_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})", mistakes,
+                     hint=f"Expected make_padding_mask(tokens, pad_id) & make_causal_mask(T), shape (B, 1, T, T) "
+                          f"({SECTION_DECODER}).")
+    meta = make_decoder_mask(torch.zeros(2, 3, dtype=torch.long, device="meta"), 0)
+    if getattr(meta, "device", None) != torch.device("meta"):
+        raise AssertionError("make_decoder_mask must build its mask on the device of `tokens` "
+                             "(make_causal_mask(T, device=tokens.device)).")

@@ -1,0 +1,162 @@
+"""Hidden checks for notebook 05 (positional encoding and token embeddings)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from .. import nb05_positional_encoding as ref
+from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name
+
+SECTION_PE = "see section 1, 'The sinusoidal table'"
+SECTION_MODULE = "see section 2, 'A module with a buffer'"
+SECTION_EMBED = "see section 3, 'Token embeddings'"
+PE_TOL = {"rtol": 0.0, "atol": 5e-5}  # float32 exp/log formulas differ by < 3e-5 at max_len <= 512
+
+
+def _table(max_len: int, d: int, *, base: float = 10000.0, swap: bool = False, halves: bool = False,
+           exponent: str = "2i", start: int = 0) -> torch.Tensor:
+    """Sinusoidal tables, right and wrong, in float64 then float32."""
+    pos = torch.arange(start, start + max_len, dtype=torch.float64)[:, None]
+    i = torch.arange(d // 2, dtype=torch.float64)
+    power = {"2i": 2 * i / d, "i": i / d, "4i": 4 * i / d}[exponent]
+    angles = pos / base ** power
+    first, second = (torch.cos(angles), torch.sin(angles)) if swap else (torch.sin(angles), torch.cos(angles))
+    if halves:
+        return torch.cat([first, second], dim=1).float()
+    return torch.stack([first, second], dim=2).reshape(max_len, d).float()
+
+
+def _pe_mistakes(max_len: int, d: int) -> dict[str, torch.Tensor]:
+    return {
+        f"sin and cos are swapped: even columns 2i hold sin, odd columns 2i+1 hold cos ({SECTION_PE}).":
+            _table(max_len, d, swap=True),
+        f"the exponent is i/D instead of 2i/D: pair i uses 10000^(2i/D) ({SECTION_PE}).":
+            _table(max_len, d, exponent="i"),
+        "the exponent uses the column index (4i/D for pair i); pair i, columns 2i and 2i+1, uses "
+        f"10000^(2i/D) ({SECTION_PE}).": _table(max_len, d, exponent="4i"),
+        f"the base is 1000 instead of 10000 ({SECTION_PE}).": _table(max_len, d, base=1000.0),
+        f"the base is 100000 instead of 10000 ({SECTION_PE}).": _table(max_len, d, base=100000.0),
+        "sin fills the first half of the columns and cos the second; the paper interleaves them: "
+        f"sin in even columns, cos in odd ones ({SECTION_PE}).": _table(max_len, d, halves=True),
+        f"positions start at 1; the first position is p = 0 (row 0 is [0, 1, 0, 1, ...]) ({SECTION_PE}).":
+            _table(max_len, d, start=1),
+    }
+
+
+def _check_table(got: Any, max_len: int, d: int, what: str) -> None:
+    expected = ref.sinusoidal_positional_encoding(max_len, d)
+    if isinstance(got, torch.Tensor) and got.dtype == torch.float64 and got.shape == expected.shape:
+        raise AssertionError(f"{what} has dtype torch.float64; return float32 (.float()) ({SECTION_PE}).")
+    if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
+        if torch.allclose(got, expected, **PE_TOL):
+            return
+    assert_matches(got, expected, what, _pe_mistakes(max_len, d),
+                   hint=f"Expected PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...) ({SECTION_PE}).")
+
+
+def check_sinusoidal_positional_encoding(ns: dict[str, Any]) -> None:
+    fn = student_name(ns, "sinusoidal_positional_encoding")
+    for max_len, d in [(50, 8), (1, 2), (128, 64), (7, 6)]:
+        _check_table(fn(max_len, d), max_len, d, f"sinusoidal_positional_encoding({max_len}, {d})")
+    try:
+        ns["sinusoidal_positional_encoding"](10, 7)
+    except ValueError:
+        return
+    except Exception as exc:
+        raise AssertionError(f"sinusoidal_positional_encoding(10, 7) raised {type(exc).__name__}; raise "
+                             "ValueError for an odd d_model.") from None
+    raise AssertionError("sinusoidal_positional_encoding(10, 7) should raise ValueError: d_model must be even.")
+
+
+def _pe_buffer(module: nn.Module, what: str) -> torch.Tensor:
+    params = dict(module.named_parameters())
+    if "pe" in params:
+        raise AssertionError(f"{what}: `pe` is an nn.Parameter, so the optimiser would change it; register "
+                             f"it with self.register_buffer('pe', table) ({SECTION_MODULE}).")
+    buffers = dict(module.named_buffers())
+    if "pe" not in buffers:
+        kind = type(getattr(module, "pe", None)).__name__
+        raise AssertionError(f"{what}: `pe` is not a registered buffer (it is a {kind}), so .to(device) "
+                             f"would not move it; use self.register_buffer('pe', table) ({SECTION_MODULE}).")
+    return buffers["pe"]
+
+
+def check_PositionalEncoding(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPEC's class name)
+    cls = student_name(ns, "PositionalEncoding")
+    gen = generator(501)
+    with reference_for(ns, sinusoidal_positional_encoding=ref.sinusoidal_positional_encoding):
+        for d, max_len, length, dtype in [(16, 64, 10, torch.float32), (8, 20, 20, torch.float64),
+                                          (4, 5, 1, torch.float32)]:
+            module = construct(cls, "PositionalEncoding", d, dropout=0.0, max_len=max_len)
+            what = f"PositionalEncoding({d}, dropout=0.0, max_len={max_len})"
+            pe = _pe_buffer(module, what)
+            table = ref.sinusoidal_positional_encoding(max_len, d)
+            if pe.numel() != table.numel() or not torch.allclose(pe.reshape(table.shape).float(), table, **PE_TOL):
+                raise AssertionError(f"{what}: the `pe` buffer should hold the ({max_len}, {d}) sinusoidal table, "
+                                     f"got shape {tuple(pe.shape)}.")
+            module.to(dtype).eval()
+            if dict(module.named_buffers())["pe"].dtype != dtype:
+                raise AssertionError(f"{what}: .to({dtype}) did not convert `pe`; register it as a buffer.")
+            x = randn(2, length, d, gen=gen, dtype=dtype)
+            out = guarded(module, "PositionalEncoding.forward")(x)
+            expected = x + table[:length].to(dtype)
+            assert_matches(out, expected, f"{what} on x {(2, length, d)}",
+                           hint=f"Expected dropout(x + pe[:L]) ({SECTION_MODULE}).")
+        module = construct(cls, "PositionalEncoding", 8, dropout=0.0, max_len=6)
+        try:
+            module(torch.zeros(1, 7, 8))
+        except ValueError:
+            pass
+        except Exception as exc:
+            if "max_len" not in str(exc):
+                raise AssertionError(
+                    f"a sequence longer than max_len raised {type(exc).__name__} ({' '.join(str(exc).split())[:80]}); "
+                    f"check the length and raise a ValueError that names max_len ({SECTION_MODULE}).") from None
+        else:
+            raise AssertionError(f"PositionalEncoding(8, max_len=6) accepted a sequence of length 7; raise a "
+                                 f"ValueError when L > max_len ({SECTION_MODULE}).")
+        module = construct(cls, "PositionalEncoding", 8, dropout=0.5, max_len=16)
+        x = torch.ones(4, 16, 8)
+        module.train()
+        torch.manual_seed(0)
+        trained = module(x)
+        module.eval()
+        if (trained == 0).sum() == 0:
+            raise AssertionError(f"with dropout=0.5 in train() mode nothing was dropped: apply nn.Dropout after "
+                                 f"adding the table ({SECTION_MODULE}).")
+        if not torch.allclose(module(x), x + ref.sinusoidal_positional_encoding(16, 8)[:16], **PE_TOL):
+            raise AssertionError(f"in eval() mode the output should be x + pe[:L] exactly (no dropout) "
+                                 f"({SECTION_MODULE}).")
+
+
+def check_TokenEmbedding(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPEC's class name)
+    cls = student_name(ns, "TokenEmbedding")
+    gen = generator(502)
+    for vocab, d, dtype in [(11, 16, torch.float32), (5, 4, torch.float64), (30, 1 * 2, torch.float32)]:
+        mine = construct(cls, "TokenEmbedding", vocab, d)
+        embedding = getattr(mine, "embedding", None)
+        if not isinstance(embedding, nn.Embedding) or embedding.weight.shape != (vocab, d):
+            raise AssertionError(f"TokenEmbedding({vocab}, {d}) needs an attribute `embedding` = "
+                                 f"nn.Embedding({vocab}, {d}) ({SECTION_EMBED}).")
+        weight = randn(vocab, d, gen=gen)
+        with torch.no_grad():
+            embedding.weight.copy_(weight)
+        mine.to(dtype)
+        tokens = torch.randint(0, vocab, (3, 5), generator=gen)
+        out = guarded(mine, "TokenEmbedding.forward")(tokens)
+        base = weight.to(dtype)[tokens]
+        assert_matches(out, base * math.sqrt(d), f"TokenEmbedding({vocab}, {d}) on tokens (3, 5)", {
+            f"is not scaled: multiply the embeddings by sqrt(d_model) ({SECTION_EMBED}).": base,
+            f"is multiplied by d_model; the scale is sqrt(d_model) ({SECTION_EMBED}).": base * d,
+            f"is divided by sqrt(d_model); the paper multiplies by it ({SECTION_EMBED}).": base / math.sqrt(d),
+        }, hint=f"Expected embedding(tokens) * sqrt(d_model) ({SECTION_EMBED}).")
+        out.sum().backward()
+        if embedding.weight.grad is None:
+            raise AssertionError("no gradient reaches `embedding.weight`.")
+        expected_grad = torch.zeros(vocab, d, dtype=dtype).index_add_(
+            0, tokens.flatten(), torch.full((tokens.numel(), d), math.sqrt(d), dtype=dtype))
+        assert_matches(embedding.weight.grad, expected_grad, "gradient of `embedding.weight`")
