@@ -168,6 +168,177 @@ print(x.shape)
 ''' + SDPA_OK
 
 
+# ---------------------------------------------------------------- notebook 03 answers
+SPLIT_OK = """def split_heads(x, num_heads):
+    B, L, D = x.shape
+    return x.view(B, L, num_heads, D // num_heads).transpose(1, 2)
+"""
+SPLIT_UNFLATTEN = """def split_heads(x, num_heads):
+    return x.unflatten(-1, (num_heads, -1)).permute(0, 2, 1, 3)
+"""
+SPLIT_NO_TRANSPOSE = """def split_heads(x, num_heads):
+    B, L, D = x.shape
+    return x.view(B, num_heads, L, D // num_heads)
+"""
+COMBINE_OK = """def combine_heads(x):
+    B, h, L, d_k = x.shape
+    return x.transpose(1, 2).contiguous().view(B, L, h * d_k)
+"""
+COMBINE_FLATTEN = """def combine_heads(x):
+    return x.permute(0, 2, 1, 3).flatten(start_dim=2)
+"""
+COMBINE_NO_CONTIGUOUS = """def combine_heads(x):
+    B, h, L, d_k = x.shape
+    return x.transpose(1, 2).view(B, L, h * d_k)
+"""
+MHA_HEAD = """class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        {check}
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+"""
+CHECK_OK = """if d_model % num_heads != 0:
+            raise ValueError("d_model has to be a multiple of num_heads")"""
+MHA_BODY_OK = """        q = split_heads(self.w_q(query), self.num_heads)
+        k = split_heads(self.w_k(key), self.num_heads)
+        v = split_heads(self.w_v(value), self.num_heads)
+        p = self.dropout if self.training else 0.0
+        out, attn = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=p)
+        return self.w_o(combine_heads(out)), attn
+"""
+MHA_OK = MHA_HEAD.format(check=CHECK_OK) + MHA_BODY_OK
+MHA_INLINE = MHA_HEAD.format(check=CHECK_OK) + """        B, Lq, D = query.shape
+        h = self.num_heads
+        q = self.w_q(query).reshape(B, Lq, h, D // h).transpose(1, 2)
+        k = self.w_k(key).reshape(B, key.shape[1], h, D // h).transpose(1, 2)
+        v = self.w_v(value).reshape(B, value.shape[1], h, D // h).transpose(1, 2)
+        out, attn = scaled_dot_product_attention(q, k, v, mask, self.dropout if self.training else 0.0)
+        out = out.transpose(1, 2).reshape(B, Lq, D)
+        return self.w_o(out), attn
+"""
+MHA_AVERAGED = MHA_OK.replace("return self.w_o(combine_heads(out)), attn", "return self.w_o(combine_heads(out)), attn.mean(dim=1)")
+MHA_NO_CHECK = MHA_HEAD.format(check="pass") + MHA_BODY_OK
+
+# ---------------------------------------------------------------- notebook 04 answers
+PAD_OK = """def make_padding_mask(tokens, pad_id):
+    return (tokens != pad_id).unsqueeze(1).unsqueeze(2)
+"""
+PAD_FLAT = """def make_padding_mask(tokens, pad_id):
+    return tokens != pad_id
+"""
+CAUSAL_OK = """def make_causal_mask(size, device=None):
+    return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device)).view(1, 1, size, size)
+"""
+CAUSAL_ARANGE = """def make_causal_mask(size, device=None):
+    pos = torch.arange(size, device=device)
+    return (pos[None, :] <= pos[:, None])[None, None]
+"""
+CAUSAL_SUBSEQUENT = """def make_causal_mask(size, device=None):
+    # mask out subsequent positions
+    return torch.triu(torch.ones(size, size, device=device), diagonal=1).bool().view(1, 1, size, size)
+"""
+CAUSAL_NO_DIAGONAL = """def make_causal_mask(size, device=None):
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril(diagonal=-1)[None, None]
+"""
+DECODER_OK = """def make_decoder_mask(tokens, pad_id):
+    return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.shape[1], device=tokens.device)
+"""
+DECODER_LOGICAL = """def make_decoder_mask(tokens, pad_id):
+    T = tokens.size(1)
+    return torch.logical_and(make_padding_mask(tokens, pad_id), make_causal_mask(T, tokens.device))
+"""
+DECODER_OR = """def make_decoder_mask(tokens, pad_id):
+    return make_padding_mask(tokens, pad_id) | make_causal_mask(tokens.shape[1], device=tokens.device)
+"""
+
+# ---------------------------------------------------------------- notebook 05 answers
+PE_FN_OK = """def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2 != 0:
+        raise ValueError("d_model must be even")
+    pos = torch.arange(max_len).unsqueeze(1).float()
+    div = torch.pow(10000.0, torch.arange(0, d_model, 2).float() / d_model)
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(pos / div)
+    pe[:, 1::2] = torch.cos(pos / div)
+    return pe
+"""
+PE_FN_EXP_LOG = """def sinusoidal_positional_encoding(max_len, d_model):
+    if d_model % 2:
+        raise ValueError(f"odd d_model: {d_model}")
+    position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    pe = torch.zeros(max_len, d_model)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+"""
+PE_FN_SWAPPED = PE_FN_OK.replace("pe[:, 0::2] = torch.sin(pos / div)\n    pe[:, 1::2] = torch.cos(pos / div)",
+                                 "pe[:, 0::2] = torch.cos(pos / div)\n    pe[:, 1::2] = torch.sin(pos / div)")
+PE_FN_EXPONENT_I = PE_FN_OK.replace("torch.arange(0, d_model, 2).float() / d_model", "torch.arange(d_model // 2).float() / d_model")
+PE_MODULE_HEAD = """class PositionalEncoding(nn.Module):
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.max_len = max_len
+"""
+PE_MODULE_OK = PE_MODULE_HEAD + """        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))
+
+    def forward(self, x):
+        L = x.size(1)
+        if L > self.max_len:
+            raise ValueError(f"input length {L} is longer than max_len {self.max_len}")
+        return self.dropout(x + self.pe[:L])
+"""
+PE_MODULE_3D = PE_MODULE_HEAD + """        pe = sinusoidal_positional_encoding(max_len, d_model).unsqueeze(0)  # (1, max_len, D)
+        self.register_buffer("pe", pe, persistent=False)
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError("sequence is longer than max_len")
+        x = x + self.pe[:, : x.shape[1]]
+        return self.dropout(x)
+"""
+PE_MODULE_ATTRIBUTE = PE_MODULE_OK.replace('self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))',
+                                           "self.pe = sinusoidal_positional_encoding(max_len, d_model)")
+PE_MODULE_NO_CHECK = PE_MODULE_HEAD + """        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model))
+
+    def forward(self, x):
+        return self.dropout(x + self.pe[: x.size(1)])
+"""
+EMBED_HEAD = """class TokenEmbedding(nn.Module):
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+
+    def forward(self, tokens):
+"""
+EMBED_OK = EMBED_HEAD + "        return self.embedding(tokens) * math.sqrt(self.d_model)\n"
+EMBED_POW = EMBED_HEAD + "        return self.embedding(tokens) * self.d_model ** 0.5\n"
+EMBED_NO_SCALE = EMBED_HEAD + "        return self.embedding(tokens)\n"
+
+A03, A04, A05 = "03_multi_head", "04_masking", "05_positional_encoding"
+
+
+def answers_03(split=SPLIT_OK, combine=COMBINE_OK, mha=MHA_OK):
+    return {"split_heads": split, "combine_heads": combine, "MultiHeadAttention": mha}
+
+
+def answers_04(pad=PAD_OK, causal=CAUSAL_OK, decoder=DECODER_OK):
+    return {"make_padding_mask": pad, "make_causal_mask": causal, "make_decoder_mask": decoder}
+
+
+def answers_05(fn=PE_FN_OK, module=PE_MODULE_OK, embed=EMBED_OK):
+    return {"sinusoidal_positional_encoding": fn, "PositionalEncoding": module, "TokenEmbedding": embed}
+
+
 def answers_01(softmax=SOFTMAX_OK, scores=SCORES_OK, self_attention=SELF_ATTENTION_OK, module=MODULE_OK):
     return {"softmax": softmax, "attention_scores": scores, "self_attention": self_attention,
             "SelfAttention": module}
@@ -175,19 +346,33 @@ def answers_01(softmax=SOFTMAX_OK, scores=SCORES_OK, self_attention=SELF_ATTENTI
 
 # student -> assignment -> answers (None: leave every stub as released), or a special action.
 CLASS = {
-    "ada": {A01: answers_01(), A02: {"scaled_dot_product_attention": SDPA_OK}},
+    "ada": {A01: answers_01(), A02: {"scaled_dot_product_attention": SDPA_OK},
+            A03: answers_03(), A04: answers_04(), A05: answers_05()},
     "ben": {A01: answers_01(SOFTMAX_F64, SCORES_EINSUM, SELF_ATTENTION_BUILTIN, MODULE_EINSUM),
-            A02: {"scaled_dot_product_attention": SDPA_STYLES}},
-    "cho": {A01: {"softmax": SOFTMAX_OK, "attention_scores": SCORES_OK}, A02: {}},
-    "dev": {A01: answers_01(softmax=SOFTMAX_UNSTABLE), A02: {"scaled_dot_product_attention": SDPA_NO_SCALE}},
+            A02: {"scaled_dot_product_attention": SDPA_STYLES},
+            A03: answers_03(SPLIT_UNFLATTEN, COMBINE_FLATTEN, MHA_INLINE),
+            A04: answers_04(causal=CAUSAL_ARANGE, decoder=DECODER_LOGICAL),
+            A05: answers_05(PE_FN_EXP_LOG, PE_MODULE_3D, EMBED_POW)},
+    "cho": {A01: {"softmax": SOFTMAX_OK, "attention_scores": SCORES_OK}, A02: {},
+            A03: answers_03(), A04: "missing", A05: {}},
+    "dev": {A01: answers_01(softmax=SOFTMAX_UNSTABLE), A02: {"scaled_dot_product_attention": SDPA_NO_SCALE},
+            A03: answers_03(split=SPLIT_NO_TRANSPOSE), A04: answers_04(causal=CAUSAL_SUBSEQUENT),
+            A05: answers_05(fn=PE_FN_SWAPPED)},
     "eun": {A01: answers_01(self_attention=SELF_ATTENTION_SCALED_D_MODEL, module=MODULE_WRONG_DIM),
-            A02: {"scaled_dot_product_attention": SDPA_WRONG_DIM}},
-    "fay": {A01: answers_01(scores=SCORES_SWAPPED), A02: {"scaled_dot_product_attention": SDPA_INVERTED_MASK}},
-    "gus": {A01: answers_01(softmax=SOFTMAX_SUM_ALL), A02: {"scaled_dot_product_attention": SDPA_HANGS}},
+            A02: {"scaled_dot_product_attention": SDPA_WRONG_DIM},
+            A03: answers_03(combine=COMBINE_NO_CONTIGUOUS), A04: answers_04(pad=PAD_FLAT),
+            A05: answers_05(fn=PE_FN_EXPONENT_I)},
+    "fay": {A01: answers_01(scores=SCORES_SWAPPED), A02: {"scaled_dot_product_attention": SDPA_INVERTED_MASK},
+            A03: answers_03(mha=MHA_AVERAGED), A04: answers_04(decoder=DECODER_OR),
+            A05: answers_05(module=PE_MODULE_ATTRIBUTE)},
+    "gus": {A01: answers_01(softmax=SOFTMAX_SUM_ALL), A02: {"scaled_dot_product_attention": SDPA_HANGS},
+            A03: answers_03(mha=MHA_NO_CHECK), A04: answers_04(), A05: answers_05(embed=EMBED_NO_SCALE)},
     "hal": {A01: answers_01(self_attention=SELF_ATTENTION_EXIT),
-            A02: {"scaled_dot_product_attention": SDPA_OK}},
+            A02: {"scaled_dot_product_attention": SDPA_OK},
+            A03: answers_03(), A04: answers_04(), A05: answers_05()},
     "ivy": {A01: answers_01(), A02: "missing"},
-    "jon": {A01: answers_01(softmax=SOFTMAX_BUILTIN), A02: {"scaled_dot_product_attention": SDPA_MINUS_1E9}},
+    "jon": {A01: answers_01(softmax=SOFTMAX_BUILTIN), A02: {"scaled_dot_product_attention": SDPA_MINUS_1E9},
+            A03: answers_03(), A04: answers_04(causal=CAUSAL_NO_DIAGONAL), A05: answers_05(module=PE_MODULE_NO_CHECK)},
 }
 
 

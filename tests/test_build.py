@@ -10,8 +10,8 @@ import sys
 import nbformat
 import pytest
 
-from transformer_course.build import build, execute, solution_notebook
-from transformer_course.layout import Repo
+from transformer_course.build import build, run_solution
+from transformer_course.layout import BLOCKS_MODULE, Repo
 
 HIDDEN = re.compile(r"### (BEGIN|END) (SOLUTION|HIDDEN TESTS)|course_reference|TRANSFORMER_COURSE_ROOT")
 
@@ -58,8 +58,12 @@ def test_solutions_match_sources_and_are_executed(repo, rebuilt):
 def test_course_has_stubs_and_no_solutions_hidden_tests_or_reference(repo):
     for assignment in repo.assignments():
         folder = repo.course / assignment.name
-        assert {p.name for p in folder.iterdir()} == {f"{assignment.notebook}.ipynb"}
+        provided = {BLOCKS_MODULE} if assignment.uses_blocks else set()
+        assert {p.name for p in folder.iterdir()} == {f"{assignment.notebook}.ipynb"} | provided
         text = (folder / f"{assignment.notebook}.ipynb").read_text()
+        setup = nbformat.reads(text, as_version=4).cells[0].source
+        fetched = f"PROVIDED = {sorted(provided)!r}".replace("'", '"')
+        assert fetched in setup, "the Colab cell must fetch what is shipped"
         assert not HIDDEN.search(text)
         nb = nbformat.reads(text, as_version=4)
         answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
@@ -80,9 +84,9 @@ def test_test_cells_name_their_exercise(repo):
             assert assignment.max_score(exercise) > 0, f"{exercise} has no test cell"
 
 
-def test_solution_notebooks_run_top_to_bottom(repo, tmp_path):
+def test_solution_notebooks_run_top_to_bottom(repo, rebuilt):
     for assignment in repo.assignments():
-        nb = execute(solution_notebook(assignment), tmp_path)
+        nb = run_solution(assignment)
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
                   if o.get("output_type") == "error"]
         assert not errors
@@ -154,3 +158,18 @@ def test_readme_links_every_notebook_with_a_colab_badge(repo):
         assert f"https://colab.research.google.com/github/{github}/blob/main/{path}" in readme
         source = (repo.course / assignment.name / f"{assignment.notebook}.ipynb").read_text()
         assert f"raw.githubusercontent.com/{github}/main/course/" in source
+
+
+def test_provided_blocks_hold_only_earlier_notebooks(repo):
+    """course/NN/course_blocks.py has the reference code of notebooks < NN, never NN's own answers."""
+    import ast
+
+    for assignment in repo.assignments():
+        if not assignment.uses_blocks:
+            continue
+        tree = ast.parse((repo.course / assignment.name / BLOCKS_MODULE).read_text())
+        defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
+        assert not defined & set(assignment.exercises), f"{assignment.name} ships its own answers"
+        for earlier in repo.assignments():
+            if earlier.number < assignment.number:
+                assert set(earlier.exercises) <= defined, f"{assignment.name} lacks blocks of {earlier.name}"

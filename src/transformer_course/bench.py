@@ -12,6 +12,7 @@ import argparse
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .build import execute, solution_notebook
+from .build import convert_sources, run_solution
 from .layout import Repo
 from .nbgrader_setup import reference_on_path, tools_on_path
 
@@ -31,12 +32,10 @@ BENCH_STUDENTS = ["ada", "ben", "cho", "dev", "eun", "fay", "jon"]
 
 def time_solutions(repo: Repo) -> list[tuple[str, float]]:
     rows = []
-    for assignment in repo.assignments():
-        nb = solution_notebook(assignment)
-        with tempfile.TemporaryDirectory() as cwd:
-            start = time.perf_counter()
-            execute(nb, Path(cwd))
-            rows.append((assignment.name, time.perf_counter() - start))
+    for assignment in convert_sources(repo):
+        start = time.perf_counter()
+        run_solution(assignment)
+        rows.append((assignment.name, time.perf_counter() - start))
     return rows
 
 
@@ -83,6 +82,38 @@ def time_grading(repo: Repo, timeout: int = 30) -> tuple[int, float, float]:
     return notebooks, ours, bare_seconds
 
 
+def time_mha(repo: Repo, repeats: int = 10) -> dict[str, float]:
+    """Median seconds of forward+backward: the reference MultiHeadAttention against
+    nn.MultiheadAttention with the same weights (B=32, L=128, D=512, h=8), interleaved."""
+    sys.path.insert(0, str(repo.reference))
+    from course_reference.nb03_multi_head import MultiHeadAttention
+
+    batch, length, d_model, heads = 32, 128, 512, 8
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(d_model, heads)
+    theirs = torch.nn.MultiheadAttention(d_model, heads, batch_first=True)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+        theirs.out_proj.weight.copy_(ours.w_o.weight)
+        theirs.out_proj.bias.copy_(ours.w_o.bias)
+    x = torch.randn(batch, length, d_model)
+    runs = {
+        "reference MultiHeadAttention (per-head weights)": lambda: ours(x, x, x),
+        "nn.MultiheadAttention, need_weights=True, per head": lambda: theirs(
+            x, x, x, need_weights=True, average_attn_weights=False),
+        "nn.MultiheadAttention, need_weights=False (fused)": lambda: theirs(x, x, x, need_weights=False),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for i in range(repeats + 2):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()[0].sum().backward()
+            if i >= 2:  # two warm-up rounds
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
     parser.add_argument("--skip-grading", action="store_true", help="only time the solution notebooks")
@@ -93,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     print("\nSolution notebooks, executed top to bottom (target <= 30 s each):")
     for name, seconds in time_solutions(repo):
         print(f"  {name:28s} {seconds:6.1f} s  {'ok' if seconds <= 30 else 'OVER TARGET'}")
+    print("\nMulti-head attention forward+backward, B=32, L=128, D=512, h=8 (median of 10, CPU):")
+    mha = time_mha(repo)
+    base = mha["nn.MultiheadAttention, need_weights=True, per head"]
+    for name, seconds in mha.items():
+        print(f"  {name:52s} {seconds * 1000:7.1f} ms  ratio to nn (same outputs) {seconds / base:.2f}")
+    ratio = mha["reference MultiHeadAttention (per-head weights)"] / base
+    verdict = "ok" if ratio <= 1.1 else "OVER TARGET"
+    print(f"  reference / nn.MultiheadAttention: {ratio:.2f} (target <= 1.1: {verdict})")
     if args.skip_grading:
         return 0
     notebooks, ours, bare = time_grading(repo)

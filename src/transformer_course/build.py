@@ -135,6 +135,15 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> nbforma
     return nb
 
 
+def run_solution(assignment: Assignment) -> nbformat.NotebookNode:
+    """The executed solution notebook, run in a scratch folder beside the module students get."""
+    nb = solution_notebook(assignment)
+    with tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
+        if assignment.uses_blocks:
+            shutil.copyfile(assignment.source_file.with_name(BLOCKS_MODULE), Path(cwd) / BLOCKS_MODULE)
+        return execute(nb, Path(cwd))
+
+
 def build(
     repo: Repo | None = None,
     course_dir: Path | None = None,
@@ -161,13 +170,7 @@ def build(
     with tempfile.TemporaryDirectory(prefix="tc-build-") as work:
         release(repo, course_dir, Path(work))
     for assignment in tqdm(assignments, desc="solutions", unit="notebook", disable=not run_solutions):
-        nb = solution_notebook(assignment)
-        if run_solutions:
-            with tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
-                if assignment.uses_blocks:  # run beside the same module students get
-                    blocks = assignment.source_file.with_name(BLOCKS_MODULE)
-                    shutil.copyfile(blocks, Path(cwd) / BLOCKS_MODULE)
-                execute(nb, Path(cwd))
+        nb = run_solution(assignment) if run_solutions else solution_notebook(assignment)
         (solutions_dir / f"{assignment.notebook}.ipynb").write_text(nbformat.writes(nb) + "\n")
     # Readers run solutions from solutions/: one module with every notebook's building blocks.
     if any(a.uses_blocks for a in assignments):

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .. import nb04_masking as ref
-from . import generator, student_name
+from . import generator, reference_for, student_name
 
 SECTION_PADDING = "see section 1, 'Padding masks'"
 SECTION_CAUSAL = "see section 2, 'Causal masks'"
@@ -115,11 +115,14 @@ def check_make_decoder_mask(ns: dict[str, Any]) -> None:
             "blocks padded QUERIES instead of padded keys: transpose back to (B, 1, 1, T) & causal "
             f"({SECTION_DECODER}).": padding.transpose(-2, -1) & causal,
         }
-        _assert_mask(make_decoder_mask(tokens, pad_id), expected,
+        with reference_for(ns, **upstream("make_padding_mask", "make_causal_mask")):
+            got = make_decoder_mask(tokens, pad_id)
+        _assert_mask(got, expected,
                      f"make_decoder_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})", mistakes,
                      hint=f"Expected make_padding_mask(tokens, pad_id) & make_causal_mask(T), shape (B, 1, T, T) "
                           f"({SECTION_DECODER}).")
-    meta = make_decoder_mask(torch.zeros(2, 3, dtype=torch.long, device="meta"), 0)
+    with reference_for(ns, **upstream("make_padding_mask", "make_causal_mask")):
+        meta = make_decoder_mask(torch.zeros(2, 3, dtype=torch.long, device="meta"), 0)
     if getattr(meta, "device", None) != torch.device("meta"):
         raise AssertionError("make_decoder_mask must build its mask on the device of `tokens` "
                              "(make_causal_mask(T, device=tokens.device)).")

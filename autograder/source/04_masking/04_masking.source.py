@@ -1,0 +1,272 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %%
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "04_masking"
+    )
+    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-03
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
+# %% [markdown]
+# # 04 · Masking: padding and causal
+#
+# Attention lets every position look at every other one. Two kinds of positions must be
+# hidden:
+#
+# - **Padding.** Sentences in a batch have different lengths, so short ones are filled up
+#   with a `<pad>` token. Pads carry no meaning; no query may attend to them.
+# - **The future.** A decoder predicts word $t$ from words $0..t-1$ and is trained on all
+#   positions at once (teacher forcing, notebook 07). If position $t$ could see position
+#   $t+1$, it would simply copy the answer. The paper masks out these "illegal
+#   connections" (Vaswani et al., 2017, section 3.2.3).
+#
+# Masks are boolean tensors with **`True` = may attend**, shaped to broadcast against the
+# attention scores `(B, h, Lq, Lk)`: a `1` in a mask's shape means "the same for every
+# head / every query".
+#
+# **Exercises:** `make_padding_mask`, `make_causal_mask`, `make_decoder_mask`.
+
+# %%
+import matplotlib.pyplot as plt
+import seaborn as sns
+import torch
+from course_blocks import MultiHeadAttention
+
+torch.manual_seed(0)
+sns.set_theme(style="white", palette="colorblind")
+
+PAD = 0
+batch = torch.tensor([
+    [5, 9, 4, 7, 2],      # a full sentence of 5 tokens
+    [8, 3, 6, PAD, PAD],  # 3 tokens, then padding
+])
+
+# %% [markdown]
+# ## 1. Padding masks
+#
+# Padding is a property of **keys**: whatever the query, a pad must receive weight 0. So
+# the mask has one entry per key and broadcasts over heads and queries:
+# `(B, L)` -> `(B, 1, 1, L)`.
+#
+# A mask of shape `(B, L)` or `(B, 1, L)` would broadcast against `(B, h, Lq, Lk)` along
+# the wrong axes (right-aligned broadcasting matches `L` with `Lk` but `B` with `Lq` or
+# `h`): silently wrong, or an error only when the sizes happen to differ.
+#
+# **Exercise 1.** Write `make_padding_mask(tokens, pad_id)`: int `(B, L)` -> bool
+# `(B, 1, 1, L)`, `True` where the token is not `pad_id`, on the device of `tokens`.
+
+# %% nbgrader={"grade": false, "grade_id": "make_padding_mask", "locked": false, "schema_version": 3, "solution": true}
+def make_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Mask out padded keys.
+
+    Args:
+        tokens: ``(B, L)`` integer token ids.
+        pad_id: the id of the padding token.
+
+    Returns:
+        bool ``(B, 1, 1, L)``, True where ``tokens != pad_id`` (may be attended to).
+    """
+    ### BEGIN SOLUTION
+    return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, L)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_padding_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+mask = make_padding_mask(batch, PAD)
+assert mask.dtype == torch.bool, f"masks are bool, got {mask.dtype}"
+assert mask.shape == (2, 1, 1, 5), f"expected (B, 1, 1, L) = (2, 1, 1, 5), got {tuple(mask.shape)}"
+assert mask[1, 0, 0].tolist() == [True, True, True, False, False], (
+    f"sentence 2 has 3 real tokens then 2 pads; got {mask[1, 0, 0].tolist()} (True = real token)"
+)
+assert make_padding_mask(torch.tensor([[1, 2, 1]]), pad_id=1)[0, 0, 0].tolist() == [False, True, False], (
+    "use the pad_id argument, not a fixed 0"
+)
+print("make_padding_mask: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_padding_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): random batches, other pad ids, batch and length 1, the
+# device of the result.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb04 as _checks
+
+_checks.check_make_padding_mask(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Padding changes nothing at real positions.** With the mask, a padded sentence gives
+# exactly the outputs it gives alone, whatever the pads contain. The test below runs a
+# padded batch and each sentence on its own through the same attention layer.
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_padding_mask_no_effect", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+layer = MultiHeadAttention(16, 4).eval()
+embed = torch.nn.Embedding(10, 16)
+with torch.no_grad():
+    padded, _ = layer(embed(batch), embed(batch), embed(batch), mask=make_padding_mask(batch, PAD))
+    for row, length in enumerate([5, 3]):
+        alone = embed(batch[row : row + 1, :length])
+        expected, _ = layer(alone, alone, alone)
+        assert torch.allclose(padded[row, :length], expected[0], atol=1e-6), (
+            f"sentence {row + 1}: its real positions changed because of padding; pads must get weight 0"
+        )
+print("make_padding_mask: padding does not change the real positions")
+
+# %% [markdown]
+# ## 2. Causal masks
+#
+# Position $t$ may attend to positions $0, 1, \dots, t$: itself and the past. As a matrix
+# (rows = queries, columns = keys) that is the **lower triangle including the diagonal**,
+# `torch.tril`. Some tutorials build the opposite, a "subsequent mask" with `True` on the
+# future (`triu(1)`), and then compare with `== 0`; with our convention, `tril` says what
+# it means.
+#
+# **Exercise 2.** Write `make_causal_mask(size, device=None)` -> bool `(1, 1, size, size)`,
+# created directly on `device`.
+
+# %% nbgrader={"grade": false, "grade_id": "make_causal_mask", "locked": false, "schema_version": 3, "solution": true}
+def make_causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Let each position attend to itself and earlier positions only.
+
+    Args:
+        size: sequence length ``T``.
+        device: where to create the mask (default: PyTorch's default device).
+
+    Returns:
+        bool ``(1, 1, T, T)``; ``[0, 0, i, j]`` is True iff ``j <= i``.
+    """
+    ### BEGIN SOLUTION
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]  # (1, 1, T, T)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_causal_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+causal = make_causal_mask(4)
+assert causal.dtype == torch.bool and causal.shape == (1, 1, 4, 4), (
+    f"expected bool (1, 1, 4, 4), got {causal.dtype} {tuple(causal.shape)}"
+)
+assert causal[0, 0].int().tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], (
+    f"expected the lower triangle incl. the diagonal, got {causal[0, 0].int().tolist()}"
+)
+print("make_causal_mask: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_causal_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): sizes 1 to 9 and the `device` argument.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb04 as _checks
+
+_checks.check_make_causal_mask(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **The causal mask leaks nothing.** If output $t$ does not depend on inputs after $t$, the
+# gradient of output $t$ with respect to every later input is exactly zero. The test
+# checks that for every $t$ with autograd, and that earlier inputs *do* matter.
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_causal_mask_no_leak", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+layer = MultiHeadAttention(16, 4).eval()
+x = torch.randn(1, 6, 16, requires_grad=True)
+out, _ = layer(x, x, x, mask=make_causal_mask(6))
+for t in range(6):
+    (grad,) = torch.autograd.grad(out[0, t].sum(), x, retain_graph=True)
+    leak = grad[0, t + 1 :].abs().max().item() if t < 5 else 0.0
+    assert leak == 0.0, f"output {t} depends on later inputs (gradient up to {leak:.2e}): the future leaks"
+    assert grad[0, : t + 1].abs().sum() > 0, f"output {t} should depend on inputs 0..{t}"
+print("make_causal_mask: no gradient flows from the future")
+
+# %% [markdown]
+# ## 3. The decoder mask
+#
+# A decoder's self-attention needs both rules at once: a key must be a real token **and**
+# not in the future. Combine the two with `&`; broadcasting turns `(B, 1, 1, T)` and
+# `(1, 1, T, T)` into `(B, 1, T, T)`, one `T x T` matrix per sentence.
+#
+# **Exercise 3.** Write `make_decoder_mask(tokens, pad_id)` -> bool `(B, 1, T, T)` using
+# your two functions.
+
+# %% nbgrader={"grade": false, "grade_id": "make_decoder_mask", "locked": false, "schema_version": 3, "solution": true}
+def make_decoder_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Padding AND causal mask for decoder self-attention.
+
+    Args:
+        tokens: ``(B, T)`` integer target token ids.
+        pad_id: the id of the padding token.
+
+    Returns:
+        bool ``(B, 1, T, T)``.
+    """
+    ### BEGIN SOLUTION
+    return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1), device=tokens.device)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_decoder_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_make_decoder_mask():
+    dec = make_decoder_mask(batch, PAD)
+    assert dec.dtype == torch.bool and dec.shape == (2, 1, 5, 5), (
+        f"expected bool (B, 1, T, T) = (2, 1, 5, 5), got {dec.dtype} {tuple(dec.shape)}"
+    )
+    assert dec[1, 0, 4].tolist() == [True, True, True, False, False], (
+        "the last query of sentence 2 may see its 3 real tokens, not the pads"
+    )
+    assert dec[0, 0, 1].tolist() == [True, True, False, False, False], "query 1 may see keys 0 and 1 only"
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb04 as _checks
+
+_test_make_decoder_mask = _isolate(
+    globals(), _test_make_decoder_mask, **_checks.upstream("make_padding_mask", "make_causal_mask")
+)
+### END HIDDEN TESTS
+_test_make_decoder_mask()
+print("make_decoder_mask: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_make_decoder_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): random padded batches, other pad ids, the device.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb04 as _checks
+
+_checks.check_make_decoder_mask(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. The three masks, side by side
+#
+# For the second sentence of the batch (3 tokens, 2 pads): what each query may see.
+# Dark = may attend.
+
+# %%
+tokens = ["ich", "bin", "hier", "<pad>", "<pad>"]
+masks = {
+    "padding (B, 1, 1, L), broadcast": make_padding_mask(batch, PAD)[1, 0].expand(5, 5),
+    "causal (1, 1, T, T)": make_causal_mask(5)[0, 0],
+    "decoder = padding & causal": make_decoder_mask(batch, PAD)[1, 0],
+}
+fig, axes = plt.subplots(1, 3, figsize=(13, 4), layout="constrained")
+for ax, (title, m) in zip(axes, masks.items(), strict=True):
+    sns.heatmap(m.int(), ax=ax, cmap="Greys", vmin=0, vmax=1, cbar=False, annot=True, fmt="d",
+                xticklabels=tokens, yticklabels=tokens, square=True, linewidths=0.5, linecolor="lightgrey")
+    ax.set(title=title, xlabel="key", ylabel="query")
+plt.show()
+print("Notice: the decoder mask is the cell-wise AND of the other two; the pad rows see only real "
+      "tokens, so no row is fully blocked here.")

@@ -1,0 +1,314 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %%
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "05_positional_encoding"
+    )
+    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-04
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
+# %% [markdown]
+# # 05 · Positional encoding
+#
+# Attention compares every query with every key, and nothing in that comparison says
+# *where* a word is. Shuffle the words of a sentence and self-attention returns the same
+# vectors, shuffled the same way: it is **permutation-equivariant** (section 4 shows it).
+# "dog bites man" and "man bites dog" would look alike.
+#
+# The Transformer adds a position signal to each token vector before the first layer
+# (Vaswani et al., 2017, section 3.5). The paper uses fixed sinusoids of geometrically
+# spaced wavelengths:
+#
+# $$PE_{(p,\,2i)} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right), \qquad
+#   PE_{(p,\,2i+1)} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right).$$
+#
+# Column pair $i$ is a sine/cosine of one frequency; low $i$ oscillates fast (wavelength
+# $2\pi$), high $i$ slowly (up to $2\pi \cdot 10000$). For any offset $k$, $PE_{p+k}$ is a
+# fixed rotation of $PE_p$ within each pair, so relative positions are easy to read off.
+#
+# **Exercises:** `sinusoidal_positional_encoding`, `PositionalEncoding`, `TokenEmbedding`.
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+import torch
+from course_blocks import MultiHeadAttention
+from torch import nn
+
+torch.manual_seed(0)
+sns.set_theme(style="whitegrid", palette="colorblind")
+
+# %% [markdown]
+# ## 1. The sinusoidal table
+#
+# Build the whole `(max_len, d_model)` table at once: positions as a column
+# `(max_len, 1)`, the $d_{model}/2$ frequencies $1/10000^{2i/d}$ as a row, their product
+# gives every angle; sines go to the even columns `0::2`, cosines to the odd ones `1::2`.
+# `10000 ** (-x)` and `exp(-x * log(10000))` are the same number; either is fine.
+#
+# **Exercise 1.** Write `sinusoidal_positional_encoding(max_len, d_model)` -> float32
+# `(max_len, d_model)`; raise `ValueError` for an odd `d_model`.
+
+# %% nbgrader={"grade": false, "grade_id": "sinusoidal_positional_encoding", "locked": false, "schema_version": 3, "solution": true}
+def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
+    """The paper's sinusoidal position table (section 3.5).
+
+    Args:
+        max_len: number of positions.
+        d_model: model size ``D`` (even).
+
+    Returns:
+        float32 ``(max_len, D)`` with ``PE[p, 2i] = sin(p / 10000^(2i/D))`` and
+        ``PE[p, 2i+1] = cos(p / 10000^(2i/D))``.
+
+    Raises:
+        ValueError: if ``d_model`` is odd.
+    """
+    ### BEGIN SOLUTION
+    if d_model % 2 != 0:
+        raise ValueError(f"d_model must be even (sin/cos pairs), got {d_model}")
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (D/2,)
+    angles = position * inv_freq  # (max_len, D/2)
+    pe = torch.empty(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe.float()
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_positional_encoding", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+pe = sinusoidal_positional_encoding(50, 8)
+assert pe.shape == (50, 8) and pe.dtype == torch.float32, f"expected float32 (50, 8), got {pe.dtype} {tuple(pe.shape)}"
+assert torch.allclose(pe[0], torch.tensor([0.0, 1.0] * 4)), f"row 0 is [sin 0, cos 0, ...] = [0, 1, 0, 1, ...], got {pe[0].tolist()}"
+assert abs(pe[1, 0].item() - math.sin(1.0)) < 1e-6 and abs(pe[1, 1].item() - math.cos(1.0)) < 1e-6, (
+    "pair 0 has frequency 1: PE[1, 0] = sin(1), PE[1, 1] = cos(1)"
+)
+assert abs(pe[7, 2].item() - math.sin(7 / 10000 ** (2 / 8))) < 1e-6, "PE[7, 2] = sin(7 / 10000^(2*1/8))"
+try:
+    sinusoidal_positional_encoding(10, 7)
+except ValueError:
+    pass
+else:
+    raise AssertionError("an odd d_model should raise ValueError")
+print("sinusoidal_positional_encoding: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_sinusoidal_positional_encoding_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): the whole table against a reference for several sizes.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb05 as _checks
+
+_checks.check_sinusoidal_positional_encoding(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **What it looks like.** Left: the table; each column is a wave, faster on the left.
+# Middle: a few columns over positions. Right: the dot product of every pair of position
+# vectors, which depends only on their *distance* $|p - q|$ (the bands run parallel to
+# the diagonal) and falls off as they move apart.
+
+# %%
+table = sinusoidal_positional_encoding(100, 64)
+fig, axes = plt.subplots(1, 3, figsize=(16, 4.2), layout="constrained")
+sns.heatmap(table.T, ax=axes[0], cmap="RdBu_r", center=0, cbar_kws={"label": "value"})
+axes[0].set(title="PE table (columns = positions)", xlabel="position p", ylabel="dimension", xticks=[], yticks=[])
+for dim in (0, 4, 16, 40):
+    axes[1].plot(table[:, dim], label=f"dim {dim}")
+axes[1].set(title="a few dimensions over positions", xlabel="position p", ylabel="PE[p, dim]")
+axes[1].legend(loc="lower left", fontsize=8)
+sns.heatmap(table @ table.T, ax=axes[2], cmap="viridis", cbar_kws={"label": "PE_p · PE_q"}, square=True)
+axes[2].set(title="similarity of positions", xlabel="position q", ylabel="position p", xticks=[], yticks=[])
+plt.show()
+print("Notice: similarity is highest on the diagonal and constant along it: it encodes distance.")
+
+# %% [markdown]
+# ## 2. A module with a buffer
+#
+# The table is not learned, but it belongs to the model: it must move with
+# `model.to("cuda")` and change dtype with `model.double()`. A plain attribute
+# (`self.pe = table`) does neither; an `nn.Parameter` would be trained by the optimiser.
+# `self.register_buffer("pe", table)` is the tool made for this. A buffer is saved in the
+# `state_dict` by default; since the table is a pure function of `(max_len, d_model)`,
+# `persistent=False` keeps it out of checkpoints (either choice works here).
+#
+# The forward pass adds the first `L` rows and applies dropout (the paper uses dropout
+# 0.1 on these sums, section 5.4). A sequence longer than `max_len` has no table rows:
+# raise a `ValueError` that says so, instead of an unreadable broadcasting error.
+#
+# **Exercise 2.** Complete `PositionalEncoding`: register the buffer `pe` of shape
+# `(max_len, d_model)`, and write `forward(x)` = `dropout(x + pe[:L])`.
+
+# %% nbgrader={"grade": false, "grade_id": "PositionalEncoding", "locked": false, "schema_version": 3, "solution": true}
+class PositionalEncoding(nn.Module):
+    """Add sinusoidal positions, then dropout (paper sections 3.5 and 5.4).
+
+    Args:
+        d_model: model size ``D``.
+        dropout: dropout probability after the addition.
+        max_len: longest sequence supported.
+
+    Shape:
+        forward(x ``(B, L, D)``) -> ``(B, L, D)``.
+
+    Raises:
+        ValueError: in forward, if ``L > max_len``.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.max_len = max_len
+        ### BEGIN SOLUTION
+        self.register_buffer("pe", sinusoidal_positional_encoding(max_len, d_model), persistent=False)
+        ### END SOLUTION
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        length = x.size(1)
+        if length > self.max_len:
+            raise ValueError(f"sequence length {length} exceeds max_len={self.max_len}")
+        return self.dropout(x + self.pe[:length])  # (B, L, D) + (L, D) broadcasts over the batch
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_PositionalEncoding", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_PositionalEncoding():
+    module = PositionalEncoding(16, dropout=0.0, max_len=32).eval()
+    assert "pe" in dict(module.named_buffers()), "register the table with self.register_buffer('pe', ...)"
+    assert not list(module.parameters()), "the table must not be a trainable parameter"
+    x = torch.randn(2, 10, 16)
+    out = module(x)
+    assert out.shape == (2, 10, 16), f"expected (2, 10, 16), got {tuple(out.shape)}"
+    assert torch.allclose(out, x + sinusoidal_positional_encoding(32, 16)[:10], atol=1e-6), "expected x + pe[:L]"
+    assert module.double().pe.dtype == torch.float64, ".double() should convert the buffer too"
+    try:
+        module(torch.randn(1, 33, 16, dtype=torch.float64))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a sequence longer than max_len should raise ValueError")
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb05 as _checks
+
+_test_PositionalEncoding = _isolate(
+    globals(), _test_PositionalEncoding, **_checks.upstream("sinusoidal_positional_encoding")
+)
+### END HIDDEN TESTS
+_test_PositionalEncoding()
+print("PositionalEncoding: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_PositionalEncoding_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): the buffer (not a parameter, not a plain attribute),
+# its values, forward in float32 and float64, dropout in train() mode only, length 1 and
+# length = max_len, and the error past max_len.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb05 as _checks
+
+_checks.check_PositionalEncoding(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Buffers and checkpoints.** What ends up in a `state_dict` is a choice the module makes:
+
+# %%
+persistent = nn.Module()
+persistent.register_buffer("pe", torch.zeros(3))
+print("persistent=True  (default) ->", list(persistent.state_dict()))
+print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())} "
+      "(either is fine; non-persistent keeps checkpoints small)")
+
+# %% [markdown]
+# ## 3. Token embeddings
+#
+# Token ids become vectors through an `nn.Embedding(vocab_size, d_model)` lookup table.
+# The paper multiplies the embeddings by $\sqrt{d_{model}}$ (section 3.4). One reading:
+# it shares the embedding matrix with the output layer, whose weights are small, and the
+# scale brings token vectors back to a size where the positional signal (values in
+# $[-1, 1]$) does not drown them. The course keeps the scale, as the paper does.
+#
+# **Exercise 3.** Complete `TokenEmbedding.forward`: `(B, L)` ids -> `(B, L, d_model)`,
+# scaled by $\sqrt{d_{model}}$. Keep the attribute name `embedding`.
+
+# %% nbgrader={"grade": false, "grade_id": "TokenEmbedding", "locked": false, "schema_version": 3, "solution": true}
+class TokenEmbedding(nn.Module):
+    """Token ids -> vectors times sqrt(d_model) (paper section 3.4).
+
+    Shape:
+        forward(tokens ``(B, L)`` int64) -> ``(B, L, d_model)``.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.d_model = d_model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        return self.embedding(tokens) * math.sqrt(self.d_model)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_TokenEmbedding", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+emb = TokenEmbedding(10, 16)
+tokens = torch.tensor([[1, 2, 3], [4, 0, 0]])
+out = emb(tokens)
+assert out.shape == (2, 3, 16), f"expected (B, L, d_model) = (2, 3, 16), got {tuple(out.shape)}"
+assert torch.allclose(out, emb.embedding(tokens) * 4.0), "expected embedding(tokens) * sqrt(16)"
+print("TokenEmbedding: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_TokenEmbedding_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): reference weights copied in, outputs and gradients in
+# float32 and float64.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb05 as _checks
+
+_checks.check_TokenEmbedding(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. Why it matters: order
+#
+# Run the same self-attention layer on a sentence and on the same sentence with its words
+# shuffled. Without positions, the outputs are the same rows in shuffled order: the layer
+# cannot tell the two sentences apart. With positional encodings added, they differ.
+
+# %%
+torch.manual_seed(0)
+d_model = 32
+layer = MultiHeadAttention(d_model, 4).eval()
+embed = TokenEmbedding(20, d_model)
+add_positions = PositionalEncoding(d_model, dropout=0.0).eval()
+sentence = torch.tensor([[3, 7, 1, 12, 5]])
+perm = torch.tensor([4, 2, 0, 3, 1])
+with torch.no_grad():
+    for label, encode in (("no positions", lambda t: embed(t)), ("with positions", lambda t: add_positions(embed(t)))):
+        a, b = encode(sentence), encode(sentence[:, perm])
+        out_a, out_b = layer(a, a, a)[0], layer(b, b, b)[0]
+        gap = (out_a[:, perm] - out_b).abs().max().item()
+        print(f"{label:15s}: max |attention(shuffled) - shuffled(attention)| = {gap:.2e}")
+print("Notice: without positions the gap is rounding error (equivariant); with them, order matters.")
