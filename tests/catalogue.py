@@ -234,3 +234,235 @@ CHECKS.update({
     "PositionalEncoding": ("nb05", ["check_PositionalEncoding"]),
     "TokenEmbedding": ("nb05", ["check_TokenEmbedding"]),
 })
+
+# ---------------------------------------------------------------- notebook 06
+FFN_INIT = ("class PositionwiseFeedForward(nn.Module):\n    def __init__(self, d_model, d_ff, dropout=0.1):\n"
+            "        super().__init__()\n        self.w_1 = nn.Linear(d_model, d_ff)\n        self.w_2 = nn.Linear(d_ff, d_model)\n"
+            "        self.dropout = nn.Dropout(dropout)\n\n")
+ENC_INIT = ("class EncoderLayer(nn.Module):\n    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):\n        super().__init__()\n"
+            "        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)\n"
+            "        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)\n"
+            "        self.norm1 = nn.LayerNorm(d_model)\n        self.norm2 = nn.LayerNorm(d_model)\n        self.dropout = nn.Dropout(dropout)\n\n")
+DEC_INIT = ("class DecoderLayer(nn.Module):\n    def __init__(self, d_model, num_heads, d_ff, dropout=0.1):\n        super().__init__()\n"
+            "        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)\n"
+            "        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)\n"
+            "        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)\n"
+            "        self.norm1 = nn.LayerNorm(d_model)\n        self.norm2 = nn.LayerNorm(d_model)\n"
+            "        self.norm3 = nn.LayerNorm(d_model)\n        self.drop = nn.Dropout(dropout)\n\n")
+STACK_INIT = ("class {name}(nn.Module):\n    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.1):\n        super().__init__()\n"
+              "        self.layers = nn.ModuleList([{layer}(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])\n\n")
+ENCODER_INIT = STACK_INIT.format(name="Encoder", layer="EncoderLayer")
+DECODER_INIT = STACK_INIT.format(name="Decoder", layer="DecoderLayer")
+MODEL_INIT = ("class Transformer(nn.Module):\n    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, num_heads=8, num_layers=6,\n"
+              "                 d_ff=2048, dropout=0.1, max_len=5000, pad_id=0):\n        super().__init__()\n        self.pad_id = pad_id\n"
+              "        self.src_embed = TokenEmbedding(src_vocab_size, d_model)\n        self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model)\n"
+              "        self.positional_encoding = PositionalEncoding(d_model, dropout, max_len)\n"
+              "        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout)\n"
+              "        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout)\n"
+              "        self.generator = nn.Linear(d_model, tgt_vocab_size)\n\n")
+MODEL_OK = MODEL_INIT + (
+    "    def encode(self, src, src_mask):\n        return self.encoder(self.positional_encoding(self.src_embed(src)), src_mask)\n\n"
+    "    def decode(self, tgt, memory, src_mask, tgt_mask):\n"
+    "        return self.decoder(self.positional_encoding(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)\n\n"
+    "    def forward(self, src, tgt):\n        src_mask = make_padding_mask(src, self.pad_id)\n"
+    "        tgt_mask = make_decoder_mask(tgt, self.pad_id)\n"
+    "        return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))\n")
+DEC_OK = DEC_INIT + (
+    "    def forward(self, x, memory, src_mask, tgt_mask):\n"
+    "        x = self.norm1(x + self.drop(self.self_attn(x, x, x, tgt_mask)[0]))\n"
+    "        x = self.norm2(x + self.drop(self.cross_attn(x, memory, memory, src_mask)[0]))\n"
+    "        return self.norm3(x + self.drop(self.feed_forward(x)))\n")
+ENC_OK = ENC_INIT + ("    def forward(self, x, src_mask):\n        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)[0]))\n"
+                     "        return self.norm2(x + self.dropout(self.feed_forward(x)))\n")
+
+CORRECT.update({
+    "PositionwiseFeedForward": {
+        "relu": FFN_INIT + "    def forward(self, x):\n        return self.w_2(self.dropout(torch.relu(self.w_1(x))))",
+        "functional": FFN_INIT + "    def forward(self, x):\n        return self.w_2(F.dropout(F.relu(self.w_1(x)), self.dropout.p, self.training))",
+        "clamp_sequential": FFN_INIT + "    def forward(self, x):\n        h = self.w_1(x).clamp_min(0.0)\n        h = self.dropout(h)\n        return self.w_2(h)",
+    },
+    "EncoderLayer": {
+        "plain": ENC_OK,
+        "sublayer_helper": ENC_INIT + ("    def _residual(self, x, f, norm):\n        return norm(x + self.dropout(f(x)))\n\n"
+                                       "    def forward(self, x, src_mask):\n"
+                                       "        x = self._residual(x, lambda y: self.self_attn(y, y, y, mask=src_mask)[0], self.norm1)\n"
+                                       "        return self._residual(x, self.feed_forward, self.norm2)\n"),
+    },
+    "DecoderLayer": {
+        "plain": DEC_OK,
+        "keywords": DEC_INIT + ("    def forward(self, x, memory, src_mask, tgt_mask):\n"
+                                "        a, _ = self.self_attn(query=x, key=x, value=x, mask=tgt_mask)\n        x = self.norm1(x + self.drop(a))\n"
+                                "        c, _ = self.cross_attn(query=x, key=memory, value=memory, mask=src_mask)\n        x = self.norm2(self.drop(c) + x)\n"
+                                "        return self.norm3(x + self.drop(self.feed_forward(x)))\n"),
+    },
+    "Encoder": {
+        "loop": ENCODER_INIT + "    def forward(self, x, src_mask):\n        for layer in self.layers:\n            x = layer(x, src_mask)\n        return x\n",
+        "reduce": ENCODER_INIT + "    def forward(self, x, src_mask):\n        import functools\n        return functools.reduce(lambda h, f: f(h, src_mask), self.layers, x)\n",
+    },
+    "Decoder": {
+        "loop": DECODER_INIT + "    def forward(self, x, memory, src_mask, tgt_mask):\n        for layer in self.layers:\n            x = layer(x, memory, src_mask, tgt_mask)\n        return x\n",
+        "enumerate": DECODER_INIT + "    def forward(self, x, memory, src_mask, tgt_mask):\n        h = x\n        for i, layer in enumerate(self.layers):\n            h = self.layers[i](h, memory, src_mask=src_mask, tgt_mask=tgt_mask)\n        return h\n",
+    },
+    "Transformer": {
+        "helpers": MODEL_OK,
+        "inline_masks": MODEL_OK.replace("src_mask = make_padding_mask(src, self.pad_id)", "src_mask = (src != self.pad_id)[:, None, None, :]").replace(
+            "tgt_mask = make_decoder_mask(tgt, self.pad_id)",
+            "t = tgt.size(1)\n        tgt_mask = (tgt != self.pad_id)[:, None, None, :] & torch.ones(t, t, dtype=torch.bool).tril()"),
+    },
+})
+
+MISTAKES.update({
+    "PositionwiseFeedForward": {
+        "no_relu": (FFN_INIT + "    def forward(self, x):\n        return self.w_2(self.dropout(self.w_1(x)))", "no ReLU"),
+        "relu_after": (FFN_INIT + "    def forward(self, x):\n        return torch.relu(self.w_2(self.dropout(self.w_1(x))))", "after w_2"),
+        "always_dropout": (FFN_INIT + "    def forward(self, x):\n        return self.w_2(F.dropout(torch.relu(self.w_1(x)), 0.5))", "eval() mode"),
+        "extra_layer": (FFN_INIT.replace("        self.dropout = nn.Dropout(dropout)\n", "        self.dropout = nn.Dropout(dropout)\n        self.w_3 = nn.Linear(d_model, d_model)\n")
+                        + "    def forward(self, x):\n        return self.w_3(self.w_2(self.dropout(torch.relu(self.w_1(x)))))", "does not need"),
+    },
+    "EncoderLayer": {
+        "pre_ln": (ENC_INIT + "    def forward(self, x, src_mask):\n        y = self.norm1(x)\n        x = x + self.dropout(self.self_attn(y, y, y, src_mask)[0])\n"
+                   "        return x + self.dropout(self.feed_forward(self.norm2(x)))\n", "pre-LN"),
+        "no_mask": (ENC_OK.replace("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x)"), "padding mask is not passed"),
+        "no_residual": (ENC_OK.replace("self.norm1(x + self.dropout(", "self.norm1((").replace("self.norm2(x + self.dropout(", "self.norm2(("), "residual connection"),
+        "returns_tuple": (ENC_OK.replace("return self.norm2(x + self.dropout(self.feed_forward(x)))", "return self.norm2(x + self.dropout(self.feed_forward(x))), None"), "should be a torch.Tensor"),
+    },
+    "DecoderLayer": {
+        "self_twice": (DEC_OK.replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(x, x, x, tgt_mask)"), "from the encoder output"),
+        "no_causal": (DEC_OK.replace("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)"), "target mask is not applied"),
+        "no_src_mask": (DEC_OK.replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(x, memory, memory)"), "source padding mask"),
+        "cross_first": (DEC_INIT + ("    def forward(self, x, memory, src_mask, tgt_mask):\n"
+                                    "        x = self.norm1(x + self.drop(self.cross_attn(x, memory, memory, src_mask)[0]))\n"
+                                    "        x = self.norm2(x + self.drop(self.self_attn(x, x, x, tgt_mask)[0]))\n"
+                                    "        return self.norm3(x + self.drop(self.feed_forward(x)))\n"), "comes before self-attention"),
+    },
+    "Encoder": {
+        "not_chained": (ENCODER_INIT + "    def forward(self, x, src_mask):\n        for layer in self.layers:\n            out = layer(x, src_mask)\n        return out\n", "each layer's input"),
+        "first_only": (ENCODER_INIT + "    def forward(self, x, src_mask):\n        for layer in self.layers:\n            return layer(x, src_mask)\n", "only the first layer"),
+        "final_norm": (ENCODER_INIT + "    def forward(self, x, src_mask):\n        for layer in self.layers:\n            x = layer(x, src_mask)\n        return F.layer_norm(x, x.shape[-1:])\n", "final LayerNorm"),
+        "shared_layer": (ENCODER_INIT.replace("nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])",
+                                              "nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout)] * num_layers)")
+                         + "    def forward(self, x, src_mask):\n        for layer in self.layers:\n            x = layer(x, src_mask)\n        return x\n", "SAME module repeated"),
+    },
+    "Decoder": {
+        "not_chained": (DECODER_INIT + "    def forward(self, x, memory, src_mask, tgt_mask):\n        out = x\n        for layer in self.layers:\n            out = layer(x, memory, src_mask, tgt_mask)\n        return out\n", "each layer's input"),
+        "final_norm": (DECODER_INIT + "    def forward(self, x, memory, src_mask, tgt_mask):\n        for layer in self.layers:\n            x = layer(x, memory, src_mask, tgt_mask)\n        return F.layer_norm(x, x.shape[-1:])\n", "final LayerNorm"),
+    },
+    "Transformer": {
+        "no_causal": (MODEL_OK.replace("tgt_mask = make_decoder_mask(tgt, self.pad_id)", "tgt_mask = make_padding_mask(tgt, self.pad_id)"), "causal mask"),
+        "no_src_mask": (MODEL_OK.replace("src_mask = make_padding_mask(src, self.pad_id)", "src_mask = None"), "source padding"),
+        "log_softmax": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
+                                         "return F.log_softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), -1)"), "log-probabilities"),
+        "no_generator": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
+                                          "return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)"), "decoder states"),
+        "no_positional": (MODEL_OK.replace("self.encoder(self.positional_encoding(self.src_embed(src)), src_mask)", "self.encoder(self.src_embed(src), src_mask)"), "encode"),
+    },
+})
+
+# ---------------------------------------------------------------- notebook 07
+LS_HEAD = ("class LabelSmoothingLoss(nn.Module):\n    def __init__(self, smoothing=0.1, ignore_index=-100):\n        super().__init__()\n"
+           "        self.smoothing, self.ignore_index = smoothing, ignore_index\n\n    def forward(self, logits, target):\n")
+TRAIN_OK = ("def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):\n    model.train()\n    total, n = 0.0, 0\n"
+            "    for src, tgt in loader:\n        src, tgt = src.to(device), tgt.to(device)\n"
+            "        dec_in, labels = make_teacher_forcing_batch(tgt, model.pad_id)\n"
+            "        loss = loss_fn(model(src, dec_in), labels)\n        optimizer.zero_grad()\n        loss.backward()\n"
+            "        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        optimizer.step()\n"
+            "        if scheduler is not None:\n            scheduler.step()\n"
+            "        k = int((labels != model.pad_id).sum())\n        total += loss.item() * k\n        n += k\n    return total / n\n")
+GREEDY_OK = ("@torch.no_grad()\ndef greedy_decode(model, src, max_len, bos_id, eos_id):\n"
+             "    src_mask = make_padding_mask(src, model.pad_id)\n    memory = model.encode(src, src_mask)\n"
+             "    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)\n    done = torch.zeros(src.size(0), dtype=torch.bool)\n"
+             "    for _ in range(max_len - 1):\n        h = model.decode(ys, memory, src_mask, make_decoder_mask(ys, model.pad_id))\n"
+             "        nxt = model.generator(h[:, -1]).argmax(-1)\n        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n"
+             "        ys = torch.cat([ys, nxt[:, None]], 1)\n        done |= nxt == eos_id\n        if done.all():\n            break\n    return ys\n")
+
+CORRECT.update({
+    "shift_right": {
+        "cat": "def shift_right(tgt, bos_id):\n    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], 1)",
+        "roll": "def shift_right(tgt, bos_id):\n    out = tgt.roll(1, dims=1).clone()\n    out[:, 0] = bos_id\n    return out",
+        "pad": "def shift_right(tgt, bos_id):\n    return F.pad(tgt[:, :-1], (1, 0), value=bos_id)",
+    },
+    "make_teacher_forcing_batch": {
+        "slices": "def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, :-1], tgt[:, 1:]",
+        "narrow": "def make_teacher_forcing_batch(tgt, pad_id):\n    t = tgt.size(1) - 1\n    return tgt.narrow(1, 0, t), tgt.narrow(1, 1, t)",
+        "clone": "def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, :-1].clone(), tgt[:, 1:].contiguous()",
+    },
+    "noam_lr": {
+        "min": "def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)",
+        "branches": "def noam_lr(step, d_model, warmup_steps):\n    if step < warmup_steps:\n        return step / (math.sqrt(d_model) * warmup_steps ** 1.5)\n    return 1 / math.sqrt(d_model * step)",
+        "tensor": "def noam_lr(step, d_model, warmup_steps):\n    s = torch.tensor(float(step), dtype=torch.float64)\n    return torch.rsqrt(torch.tensor(float(d_model), dtype=torch.float64)) * torch.minimum(s.rsqrt(), s * warmup_steps ** -1.5)",
+    },
+    "LabelSmoothingLoss": {
+        "gather": LS_HEAD + ("        logp = F.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n        t = target.reshape(-1)\n        keep = t != self.ignore_index\n"
+                             "        nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)\n"
+                             "        return ((1 - self.smoothing) * nll - self.smoothing * logp.mean(-1))[keep].mean()\n"),
+        "distribution": LS_HEAD + ("        V = logits.size(-1)\n        logp = torch.log_softmax(logits.reshape(-1, V), -1)\n        t = target.reshape(-1)\n"
+                                   "        keep = t != self.ignore_index\n        q = torch.full_like(logp, self.smoothing / V)\n"
+                                   "        q[keep, t[keep]] += 1 - self.smoothing\n        return -(q * logp).sum(-1)[keep].sum() / keep.sum()\n"),
+        "builtin": LS_HEAD + ("        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1),\n"
+                              "                               label_smoothing=self.smoothing, ignore_index=self.ignore_index)\n"),
+    },
+    "train_epoch": {
+        "clipped": TRAIN_OK,
+        "no_clip_tensor_sum": TRAIN_OK.replace("        nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n", "").replace(
+            "optimizer.zero_grad()", "optimizer.zero_grad(set_to_none=True)"),
+        "slices_reshape": TRAIN_OK.replace("dec_in, labels = make_teacher_forcing_batch(tgt, model.pad_id)", "dec_in, labels = tgt[:, :-1], tgt[:, 1:]").replace(
+            "loss = loss_fn(model(src, dec_in), labels)", "logits = model(src, dec_in)\n        loss = loss_fn(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))"),
+    },
+    "greedy_decode": {
+        "loop": GREEDY_OK,
+        "while": GREEDY_OK.replace("    for _ in range(max_len - 1):\n", "    while ys.size(1) < max_len:\n"),
+    },
+})
+
+MISTAKES.update({
+    "shift_right": {
+        "left": ("def shift_right(tgt, bos_id):\n    return F.pad(tgt[:, 1:], (0, 1), value=0)", "shifts left"),
+        "keeps_last": ("def shift_right(tgt, bos_id):\n    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], 1)", "one longer"),
+        "bos_at_end": ("def shift_right(tgt, bos_id):\n    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], 1)", "appended at the end"),
+        "overwrite": ("def shift_right(tgt, bos_id):\n    out = tgt.clone()\n    out[:, 0] = bos_id\n    return out", "replaced by bos_id"),
+    },
+    "make_teacher_forcing_batch": {
+        "not_shifted": ("def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, :-1], tgt[:, :-1]", "NEXT token"),
+        "swapped": ("def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, 1:], tgt[:, :-1]", "swapped"),
+        "whole_input": ("def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt, tgt[:, 1:]", "whole target"),
+    },
+    "noam_lr": {
+        "max": ("def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * max(step ** -0.5, step * warmup_steps ** -1.5)", "max instead of min"),
+        "no_d_model": ("def noam_lr(step, d_model, warmup_steps):\n    return min(step ** -0.5, step * warmup_steps ** -1.5)", "d_model^-0.5 factor"),
+        "step_from_zero": ("def noam_lr(step, d_model, warmup_steps):\n    step = max(step - 1, 1e-9)\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "from 0"),
+        "warmup_power": ("def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -0.5)", "^-1.5"),
+    },
+    "LabelSmoothingLoss": {
+        "no_ignore": (LS_HEAD + ("        logp = F.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n        t = target.reshape(-1).clamp(min=0)\n"
+                                 "        nll = -logp.gather(1, t[:, None]).squeeze(1)\n"
+                                 "        return ((1 - self.smoothing) * nll - self.smoothing * logp.mean(-1)).mean()\n"), "not ignored"),
+        "over_others": (LS_HEAD + ("        V = logits.size(-1)\n        logp = F.log_softmax(logits, -1).reshape(-1, V)\n        t = target.reshape(-1)\n"
+                                   "        keep = t != self.ignore_index\n        q = torch.full_like(logp, self.smoothing / (V - 1))\n"
+                                   "        q.scatter_(1, t.clamp(min=0)[:, None], 1 - self.smoothing)\n        return -(q * logp).sum(-1)[keep].mean()\n"), "V-1 wrong classes"),
+        "no_smoothing": (LS_HEAD + "        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1), ignore_index=self.ignore_index)\n", "plain cross-entropy"),
+        "summed": (LS_HEAD + ("        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), target.reshape(-1), label_smoothing=self.smoothing,\n"
+                              "                               ignore_index=self.ignore_index, reduction='sum')\n"), "summed"),
+        "divide_all": (LS_HEAD + ("        logp = F.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n        t = target.reshape(-1)\n        keep = t != self.ignore_index\n"
+                                  "        nll = -logp.gather(1, t.masked_fill(~keep, 0)[:, None]).squeeze(1)\n"
+                                  "        loss = (1 - self.smoothing) * nll - self.smoothing * logp.mean(-1)\n        return (loss * keep).sum() / t.numel()\n"), "ALL positions"),
+    },
+    "train_epoch": {
+        "no_zero_grad": (TRAIN_OK.replace("        optimizer.zero_grad()\n", ""), "accumulate"),
+        "mean_of_batches": (TRAIN_OK.replace("total += loss.item() * k\n        n += k", "total += loss.item()\n        n += 1"), "PER TARGET TOKEN"),
+        "whole_target": (TRAIN_OK.replace("loss = loss_fn(model(src, dec_in), labels)", "loss = loss_fn(model(src, tgt)[:, :-1], labels)"), "whole target"),
+        "no_train_mode": (TRAIN_OK.replace("    model.train()\n", ""), "eval() mode"),
+        "scheduler_per_epoch": (TRAIN_OK.replace("        if scheduler is not None:\n            scheduler.step()\n", "").replace(
+            "    return total / n\n", "    if scheduler is not None:\n        scheduler.step()\n    return total / n\n"), "once per batch"),
+    },
+    "greedy_decode": {
+        "no_pad_after_eos": (GREEDY_OK.replace("        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n", ""), "pad_id"),
+        "no_early_stop": (GREEDY_OK.replace("        if done.all():\n            break\n", ""), "stop as soon as"),
+        "max_len_without_bos": (GREEDY_OK.replace("range(max_len - 1)", "range(max_len)"), "max_len"),
+        "first_position": (GREEDY_OK.replace("h[:, -1]", "h[:, 0]"), "LAST position"),
+    },
+})
+
+CHECKS.update({name: ("nb06", [f"check_{name}"]) for name in
+               ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Transformer"]})
+CHECKS.update({name: ("nb07", [f"check_{name}"]) for name in
+               ["shift_right", "make_teacher_forcing_batch", "noam_lr", "LabelSmoothingLoss", "train_epoch", "greedy_decode"]})

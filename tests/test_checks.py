@@ -24,7 +24,8 @@ def namespace(code: str) -> dict:
     """A notebook-like namespace: the imports of the notebook, then the answer cell."""
     ns = {"torch": torch, "math": math, "F": F, "nn": nn}
     # What the notebooks import from course_blocks, and earlier exercises of the same notebook.
-    for module in ("nb02_scaled_dot_product", "nb03_multi_head", "nb04_masking", "nb05_positional_encoding"):
+    for module in ("nb02_scaled_dot_product", "nb03_multi_head", "nb04_masking", "nb05_positional_encoding",
+                   "nb06_transformer", "nb07_training"):
         ref = importlib.import_module(f"course_reference.{module}")
         ns.update({k: v for k, v in vars(ref).items() if not k.startswith("_") and callable(v)})
     exec(compile(code, "<answer cell>", "exec"), ns)

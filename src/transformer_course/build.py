@@ -6,6 +6,7 @@ notebooks whose cell sources are identical (their outputs are re-computed on exe
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -19,7 +20,7 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
-from .layout import BLOCKS_MODULE, Assignment, Repo
+from .layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo
 from .nbgrader_setup import KERNEL_ARGS, make_config, tools_on_path
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
@@ -135,13 +136,40 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> nbforma
     return nb
 
 
-def run_solution(assignment: Assignment) -> nbformat.NotebookNode:
-    """The executed solution notebook, run in a scratch folder beside the module students get."""
+def run_solution(assignment: Assignment, train_config: str | None = None) -> nbformat.NotebookNode:
+    """The executed solution notebook, run in a scratch folder beside the files students get.
+
+    Args:
+        train_config: for a notebook that trains (07), the configuration to run
+            (``gpu``, ``cpu``, ``tiny``; default: the notebook chooses by the hardware).
+    """
     nb = solution_notebook(assignment)
-    with tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
-        if assignment.uses_blocks:
-            shutil.copyfile(assignment.source_file.with_name(BLOCKS_MODULE), Path(cwd) / BLOCKS_MODULE)
-        return execute(nb, Path(cwd))
+    shipped = ([BLOCKS_MODULE] if assignment.uses_blocks else []) + assignment.provided
+    saved = os.environ.get(TRAIN_CONFIG_ENV)
+    if train_config:
+        os.environ[TRAIN_CONFIG_ENV] = train_config  # the kernel inherits the environment
+    try:
+        with tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
+            for name in shipped:
+                shutil.copyfile(assignment.source_file.with_name(name), Path(cwd) / name)
+            # A training run's cells last minutes; the others are held to 10 minutes.
+            return execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
+    finally:
+        if train_config:
+            os.environ.pop(TRAIN_CONFIG_ENV) if saved is None else os.environ.update({TRAIN_CONFIG_ENV: saved})
+
+
+def _same_sources(a: nbformat.NotebookNode, b: nbformat.NotebookNode) -> bool:
+    return [(c.cell_type, c.source) for c in a.cells] == [(c.cell_type, c.source) for c in b.cells]
+
+
+def _kept_training_run(assignment: Assignment, target: Path) -> bool:
+    """Whether ``target`` already holds this notebook's executed solution for the current sources."""
+    if not target.is_file():
+        return False
+    committed = nbformat.read(target, as_version=4)
+    executed = all(c.execution_count for c in committed.cells if c.cell_type == "code")
+    return executed and _same_sources(committed, solution_notebook(assignment))
 
 
 def build(
@@ -149,6 +177,8 @@ def build(
     course_dir: Path | None = None,
     solutions_dir: Path | None = None,
     run_solutions: bool = True,
+    retrain: bool = False,
+    train_config: str | None = None,
 ) -> list[Assignment]:
     """Build ``course/`` and ``solutions/`` from ``autograder/source``.
 
@@ -156,6 +186,9 @@ def build(
         repo: the repository (found from the working directory by default).
         course_dir, solutions_dir: where to write (default the repo's ``course/``, ``solutions/``).
         run_solutions: execute solution notebooks (False writes them without outputs).
+        retrain: re-run a training notebook (07) even when its executed solution is up to date;
+            by default it is kept (a full run takes ~10 minutes) while its sources are unchanged.
+        train_config: the training configuration for such a run (``gpu``, ``cpu``, ``tiny``).
 
     Raises:
         BuildError: nbgrader could not generate a release.
@@ -170,8 +203,17 @@ def build(
     with tempfile.TemporaryDirectory(prefix="tc-build-") as work:
         release(repo, course_dir, Path(work))
     for assignment in tqdm(assignments, desc="solutions", unit="notebook", disable=not run_solutions):
-        nb = run_solution(assignment) if run_solutions else solution_notebook(assignment)
-        (solutions_dir / f"{assignment.notebook}.ipynb").write_text(nbformat.writes(nb) + "\n")
+        target = solutions_dir / f"{assignment.notebook}.ipynb"
+        for name in assignment.provided:  # readers run solutions/ as it is
+            _write_if_changed(solutions_dir / name, assignment.source_file.with_name(name).read_text())
+        if assignment.trains and run_solutions and not retrain and _kept_training_run(assignment, target):
+            tqdm.write(f"kept {target.name}: executed, sources unchanged (build --retrain to run it again)")
+            continue
+        if assignment.trains and not run_solutions and target.is_file() and _same_sources(
+                nbformat.read(target, as_version=4), solution_notebook(assignment)):
+            continue  # keep the executed training run rather than an unexecuted copy
+        nb = run_solution(assignment, train_config) if run_solutions else solution_notebook(assignment)
+        target.write_text(nbformat.writes(nb) + "\n")
     # Readers run solutions from solutions/: one module with every notebook's building blocks.
     if any(a.uses_blocks for a in assignments):
         last = max(a.number for a in assignments if a.uses_blocks)

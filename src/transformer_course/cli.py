@@ -12,7 +12,7 @@ from .layout import Repo
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
-    built = build(Repo(), run_solutions=not args.no_execute)
+    built = build(Repo(), run_solutions=not args.no_execute, retrain=args.retrain, train_config=args.train_config)
     print(f"built {len(built)} notebooks into course/ and solutions/")
     return 0
 
@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("build", help="generate course/ (student release) and solutions/ (executed)")
     p.add_argument("--no-execute", action="store_true", help="write solutions without running them")
+    p.add_argument("--retrain", action="store_true",
+                   help="re-run notebook 07's training even if its executed solution is up to date")
+    p.add_argument("--train-config", choices=["gpu", "cpu", "tiny"], default=None,
+                   help="notebook 07's configuration (default: gpu if CUDA is available, else cpu)")
     p.set_defaults(func=_build)
 
     p = sub.add_parser("grade", help="autograde SUBMITTED/<student_id>/<assignment>/<notebook>.ipynb")

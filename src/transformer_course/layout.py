@@ -14,6 +14,10 @@ SOURCE_SUFFIX = ".source.py"
 # the earlier notebooks only (SPEC, "Later notebooks may use earlier building blocks").
 BLOCKS_MODULE = "course_blocks.py"
 COURSE_ID = "transformer-course"
+# Environment variables read by notebook 07: which training configuration to run, and
+# whether the grader is running it (then it skips training; grading never trains).
+TRAIN_CONFIG_ENV = "COURSE_TRAIN_CONFIG"
+GRADING_ENV = "COURSE_GRADING"
 # Where the Colab badges and setup cells fetch from (also [project.urls] in pyproject.toml).
 GITHUB_REPO = "transformer-course/transformer-course"
 
@@ -102,6 +106,19 @@ class Assignment:
     def uses_blocks(self) -> bool:
         """Whether the notebook imports the provided module of earlier reference code."""
         return f"from {BLOCKS_MODULE[:-3]} import" in self.source_file.read_text()
+
+    @property
+    def provided(self) -> list[str]:
+        """Hand-written files shipped with the assignment (e.g. ``multi30k.py``), besides the blocks."""
+        skip = {BLOCKS_MODULE, self.source_file.name, self.source_notebook.name}
+        return sorted(p.name for p in self.source_file.parent.iterdir()
+                      if p.is_file() and p.name not in skip and p.suffix == ".py")
+
+    @property
+    def trains(self) -> bool:
+        """Whether the notebook trains a model (notebook 07): its solution run is long and is
+        kept between builds while its sources do not change."""
+        return TRAIN_CONFIG_ENV in self.source_file.read_text()
 
     @property
     def notebook(self) -> str:

@@ -16,7 +16,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
 from traitlets import Bool
 from traitlets.config import Config
 
-from .layout import COURSE_ID, SOURCE_SUFFIX, Repo
+from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
@@ -132,14 +132,17 @@ def tools_on_path() -> None:
 
 @contextlib.contextmanager
 def reference_on_path(repo: Repo) -> Iterator[None]:
-    """Let kernels started inside the block import the hidden reference (they inherit env)."""
-    saved = os.environ.get("PYTHONPATH")
-    parts = [str(repo.reference)] + ([saved] if saved else [])
-    os.environ["PYTHONPATH"] = os.pathsep.join(parts)
+    """Let kernels started inside the block import the hidden reference (they inherit env),
+    and tell notebooks that they are being graded (notebook 07 then skips training)."""
+    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", GRADING_ENV)}
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo.reference)] + ([saved["PYTHONPATH"]]
+                                                                         if saved["PYTHONPATH"] else []))
+    os.environ[GRADING_ENV] = "1"
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

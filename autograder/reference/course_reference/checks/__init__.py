@@ -242,3 +242,40 @@ def copy_linear(student: torch.nn.Module, reference: torch.nn.Module, names: lis
             mine.weight.copy_(theirs.weight)
             if theirs.bias is not None:
                 mine.bias.copy_(theirs.bias)
+
+
+def copy_parameters(student: torch.nn.Module, reference: torch.nn.Module, what: str) -> None:
+    """Copy every reference parameter into the student's module by its SPEC name
+    (e.g. ``encoder.layers.0.self_attn.w_q.weight``), with a clear message for a missing
+    or mis-shaped one."""
+    if not isinstance(student, torch.nn.Module):
+        raise AssertionError(f"{what} should be an nn.Module, got {type(student).__name__}.")
+    mine = dict(student.named_parameters())
+    for name, theirs in reference.named_parameters():
+        if name not in mine:
+            raise AssertionError(
+                f"{what} has no parameter `{name}`: keep the attribute names of the stub's __init__ "
+                "(the grader copies reference weights by name)."
+            )
+        if mine[name].shape != theirs.shape:
+            raise AssertionError(
+                f"{what}: parameter `{name}` has shape {tuple(mine[name].shape)}, expected {tuple(theirs.shape)}."
+            )
+        with torch.no_grad():
+            mine[name].copy_(theirs)
+    extra = sorted(set(mine) - {name for name, _ in reference.named_parameters()})
+    if extra:
+        raise AssertionError(
+            f"{what} has parameters the model does not need: {', '.join(extra[:4])}"
+            f"{' ...' if len(extra) > 4 else ''} (check its __init__ against the stub)."
+        )
+
+
+def randomise(module: torch.nn.Module, gen: torch.Generator, scale: float = 0.3) -> torch.nn.Module:
+    """Give every parameter private random values (LayerNorm gains near 1), so no default init hides a bug."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            noise = randn(*p.shape, gen=gen) * scale
+            p.copy_(1.0 + noise if name.endswith("norm1.weight") or "norm" in name and name.endswith("weight")
+                    else noise)
+    return module

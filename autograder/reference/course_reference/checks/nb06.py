@@ -1,0 +1,274 @@
+"""Hidden checks for notebook 06 (the encoder-decoder Transformer).
+
+Each module is built with the REFERENCE versions of the modules it contains (so a wrong
+``PositionwiseFeedForward`` costs its own points only), reference weights are copied in by
+the SPEC names, and outputs are compared in eval mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import nb06_transformer as ref
+from ..nb04_masking import make_causal_mask, make_decoder_mask, make_padding_mask
+from . import (
+    assert_matches,
+    construct,
+    copy_parameters,
+    generator,
+    guarded,
+    randn,
+    randomise,
+    reference_for,
+    student_name,
+)
+
+SECTION_FFN = "see section 1, 'Position-wise feed-forward'"
+SECTION_ENC = "see section 2, 'Add & norm: the encoder layer'"
+SECTION_DEC = "see section 3, 'The decoder layer'"
+SECTION_STACK = "see section 4, 'Stacks of layers'"
+SECTION_MODEL = "see section 5, 'The whole model'"
+PARTS = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"]
+
+
+def upstream(*names: str) -> dict[str, Any]:
+    return {name: getattr(ref, name) for name in names}
+
+
+def _pair(ns: dict[str, Any], name: str, *args: Any, gen: torch.Generator, deps: tuple[str, ...] = (),
+          dtype: torch.dtype = torch.float64, inspect: Any = None, **kwargs: Any) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """The student's module and a randomised reference with the same weights, both in eval mode.
+    ``inspect(module)`` runs on the student's module before the weights are copied."""
+    cls = student_name(ns, name)
+    with reference_for(ns, **upstream(*deps)):
+        mine = construct(cls, name, *args, **kwargs)
+    if inspect is not None:
+        inspect(mine)
+    reference = randomise(getattr(ref, name)(*args, **kwargs), gen)
+    copy_parameters(mine, reference, f"{name}{args}")
+    return mine.to(dtype).eval(), reference.to(dtype).eval()
+
+
+def _call(ns: dict[str, Any], fn: Any, name: str, *args: Any, deps: tuple[str, ...] = ()) -> Any:
+    with reference_for(ns, **upstream(*deps)), torch.no_grad():
+        return guarded(fn, name)(*args)
+
+
+def _padding(lengths: list[int], size: int) -> torch.Tensor:
+    return (torch.arange(size) < torch.tensor(lengths)[:, None])[:, None, None, :]  # (B, 1, 1, size)
+
+
+def _assert_eval_deterministic(ns: dict[str, Any], module: torch.nn.Module, name: str, args: tuple, deps=()) -> None:
+    first, second = _call(ns, module, name, *args, deps=deps), _call(ns, module, name, *args, deps=deps)
+    if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and not torch.equal(first, second):
+        raise AssertionError(f"{name} in eval() mode gives a different output on each call: dropout must be "
+                             "off in evaluation (use nn.Dropout, which follows train()/eval()).")
+
+
+def _assert_dropout(ns: dict[str, Any], module: torch.nn.Module, name: str, args: tuple, deps=()) -> None:
+    """Same output twice in eval mode; different outputs in train mode (dropout is used)."""
+    module.eval()
+    first, second = _call(ns, module, name, *args, deps=deps), _call(ns, module, name, *args, deps=deps)
+    if not torch.equal(first, second):
+        raise AssertionError(f"{name} in eval() mode gives a different output on each call: dropout must be "
+                             "off in evaluation (use nn.Dropout, which follows train()/eval()).")
+    module.train()
+    outs = [_call(ns, module, name, *args, deps=deps) for _ in range(3)]
+    module.eval()
+    if all(torch.allclose(out, first) for out in outs):
+        raise AssertionError(f"{name} with dropout=0.5 gives the same output in train() mode as in eval(): "
+                             "apply dropout (paper section 5.4).")
+
+
+def check_PositionwiseFeedForward(ns: dict[str, Any]) -> None:  # noqa: N802 (SPEC names)
+    gen = generator(601)
+    for b, length, d, d_ff in [(2, 5, 8, 32), (1, 1, 4, 4), (3, 2, 6, 10)]:
+        mine, reference = _pair(ns, "PositionwiseFeedForward", d, d_ff, 0.5, gen=gen)
+        x = randn(b, length, d, gen=gen, dtype=torch.float64)
+        w_1, w_2 = reference.w_1, reference.w_2
+        with torch.no_grad():
+            mistakes = {
+                f"there is no ReLU between w_1 and w_2: FFN(x) = w_2(relu(w_1(x))) ({SECTION_FFN}).": w_2(w_1(x)),
+                f"the ReLU is applied after w_2; it goes between w_1 and w_2 ({SECTION_FFN}).":
+                    torch.relu(w_2(w_1(x))),
+                f"w_2 is applied before w_1 ({SECTION_FFN}).": None if d != d_ff else w_1(torch.relu(w_2(x))),
+            }
+            expected = reference(x)
+        _assert_eval_deterministic(ns, mine, "PositionwiseFeedForward.forward", (x,))
+        got = _call(ns, mine, "PositionwiseFeedForward.forward", x)
+        assert_matches(got, expected, f"PositionwiseFeedForward({d}, {d_ff}) on x {(b, length, d)} in eval mode",
+                       mistakes)
+    _assert_dropout(ns, mine, "PositionwiseFeedForward.forward", (randn(2, 4, 6, gen=gen, dtype=torch.float64),))
+
+
+def _encoder_layer_mistakes(reference: ref.EncoderLayer, x: torch.Tensor, mask: torch.Tensor) -> dict:
+    attn = lambda y, m=mask: reference.self_attn(y, y, y, m)[0]  # noqa: E731
+    ffn, n1, n2 = reference.feed_forward, reference.norm1, reference.norm2
+    pre = x + attn(n1(x))
+    y = n1(x + attn(x, None))
+    no_res = n1(attn(x))
+    return {
+        f"this is pre-LN (x + sublayer(norm(x))); the paper's layer is post-LN: norm(x + sublayer(x)) ({SECTION_ENC}).":
+            pre + ffn(n2(pre)),
+        f"the padding mask is not passed to self-attention ({SECTION_ENC}).": n2(y + ffn(y)),
+        f"the residual connection is missing: norm(x + sublayer(x)), not norm(sublayer(x)) ({SECTION_ENC}).":
+            n2(no_res + ffn(no_res)),
+        f"the residual connections are missing: norm(x + sublayer(x)), not norm(sublayer(x)) ({SECTION_ENC}).":
+            n2(ffn(no_res)),
+        f"norm1 and norm2 are swapped ({SECTION_ENC}).": (lambda z: n1(z + ffn(z)))(n2(x + attn(x))),
+    }
+
+
+def check_EncoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
+    gen = generator(602)
+    deps = ("PositionwiseFeedForward",)
+    for b, length, d, h, d_ff, lengths in [(2, 6, 8, 2, 16, [6, 3]), (1, 1, 4, 1, 8, [1]), (3, 4, 12, 3, 8, [4, 2, 1])]:
+        mine, reference = _pair(ns, "EncoderLayer", d, h, d_ff, 0.5, gen=gen, deps=deps)
+        x = randn(b, length, d, gen=gen, dtype=torch.float64)
+        mask = _padding(lengths, length)
+        with torch.no_grad():
+            expected, mistakes = reference(x, mask), _encoder_layer_mistakes(reference, x, mask)
+        _assert_eval_deterministic(ns, mine, "EncoderLayer.forward", (x, mask,), deps)
+        got = _call(ns, mine, "EncoderLayer.forward", x, mask, deps=deps)
+        assert_matches(got, expected, f"EncoderLayer({d}, {h}, {d_ff}) on x {(b, length, d)} with a padding mask",
+                       mistakes)
+    _assert_dropout(ns, mine, "EncoderLayer.forward", (x, mask), deps)
+
+
+def _decoder_layer_mistakes(reference: ref.DecoderLayer, x, memory, src_mask, tgt_mask) -> dict:
+    sa = lambda y, m: reference.self_attn(y, y, y, m)[0]  # noqa: E731
+    ca = lambda y, kv, m: reference.cross_attn(y, kv, kv, m)[0]  # noqa: E731
+    ffn, n1, n2, n3 = reference.feed_forward, reference.norm1, reference.norm2, reference.norm3
+
+    def finish(y):
+        return n3(y + ffn(y))
+
+    y = n1(x + sa(x, tgt_mask))
+    no_causal = n1(x + sa(x, src_mask if src_mask.size(-1) == x.size(1) else None))
+    return {
+        "cross-attention takes its keys and values from the decoder input; they come from the encoder "
+        f"output `memory` ({SECTION_DEC}).": finish(n2(y + ca(y, y, tgt_mask))),
+        f"the target mask is not applied in the masked self-attention: position t can see later tokens ({SECTION_DEC}).":
+            finish(n2(no_causal + ca(no_causal, memory, src_mask))),
+        f"the source padding mask is not passed to cross-attention ({SECTION_DEC}).": finish(n2(y + ca(y, memory, None))),
+        f"cross-attention comes before self-attention; the order is self, cross, feed-forward ({SECTION_DEC}).":
+            (lambda z: finish(n2(z + sa(z, tgt_mask))))(n1(x + ca(x, memory, src_mask))),
+        f"this is pre-LN; the paper's layer is post-LN: norm(x + sublayer(x)) ({SECTION_DEC}).":
+            (lambda a: (lambda c: c + ffn(n3(c)))(a + ca(n2(a), memory, src_mask)))(x + sa(n1(x), tgt_mask)),
+    }
+
+
+def check_DecoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
+    gen = generator(603)
+    deps = ("PositionwiseFeedForward",)
+    for b, t, s, d, h, d_ff in [(2, 5, 7, 8, 2, 16), (1, 1, 3, 4, 1, 8), (2, 4, 4, 12, 3, 8)]:
+        mine, reference = _pair(ns, "DecoderLayer", d, h, d_ff, 0.5, gen=gen, deps=deps)
+        x = randn(b, t, d, gen=gen, dtype=torch.float64)
+        memory = randn(b, s, d, gen=gen, dtype=torch.float64)
+        src_mask = _padding([s, max(1, s - 2)][:b], s)
+        tgt_mask = _padding([t, max(1, t - 1)][:b], t) & make_causal_mask(t)
+        with torch.no_grad():
+            expected = reference(x, memory, src_mask, tgt_mask)
+            mistakes = _decoder_layer_mistakes(reference, x, memory, src_mask, tgt_mask)
+        _assert_eval_deterministic(ns, mine, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask,), deps)
+        got = _call(ns, mine, "DecoderLayer.forward", x, memory, src_mask, tgt_mask, deps=deps)
+        assert_matches(got, expected, f"DecoderLayer({d}, {h}, {d_ff}) on x {(b, t, d)}, memory {(b, s, d)} "
+                       "with padding and causal masks", mistakes)
+    _assert_dropout(ns, mine, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask), deps)
+
+
+def _check_stack(ns: dict[str, Any], name: str, layer_name: str, seed: int) -> None:
+    gen = generator(seed)
+    deps = ("PositionwiseFeedForward", "EncoderLayer", "DecoderLayer")
+    for num_layers, b, t, s, d, h, d_ff in [(3, 2, 5, 6, 8, 2, 16), (1, 1, 2, 3, 4, 1, 4), (2, 2, 3, 3, 6, 3, 6)]:
+        def structure(mine: torch.nn.Module, num_layers: int = num_layers) -> None:
+            layers = getattr(mine, "layers", None)
+            if not isinstance(layers, torch.nn.ModuleList):
+                raise AssertionError(f"{name}.layers should be an nn.ModuleList of {layer_name}s ({SECTION_STACK}).")
+            if len(layers) != num_layers:
+                raise AssertionError(f"{name}({num_layers}, ...) has {len(layers)} layers, expected {num_layers}.")
+            if num_layers > 1 and len({id(layer) for layer in layers}) < num_layers:
+                raise AssertionError(f"{name}'s layers are the SAME module repeated ([layer] * N shares one set of "
+                                     f"weights); build N independent {layer_name}s ({SECTION_STACK}).")
+
+        mine, reference = _pair(ns, name, num_layers, d, h, d_ff, 0.0, gen=gen, deps=deps, inspect=structure)
+        x = randn(b, t, d, gen=gen, dtype=torch.float64)
+        if name == "Encoder":
+            mask = _padding([t, max(1, t - 2)][:b], t)
+            args = (x, mask)
+        else:
+            memory = randn(b, s, d, gen=gen, dtype=torch.float64)
+            mask = _padding([s, max(1, s - 1)][:b], s)
+            args = (x, memory, mask, make_causal_mask(t))
+        with torch.no_grad():
+            expected = reference(*args)
+            first_only = reference.layers[0](*args)
+            last_only = reference.layers[-1](*args)
+            final_norm = torch.nn.functional.layer_norm(expected, (d,))
+        mistakes = {
+            f"only the first layer's output is returned: feed each layer's output to the next ({SECTION_STACK}).":
+                first_only if num_layers > 1 else None,
+            f"every layer gets the stack's input; each layer's input is the previous layer's output ({SECTION_STACK}).":
+                last_only if num_layers > 1 else None,
+            f"a final LayerNorm is applied; the SPEC'S stacks return the last layer's output as it is ({SECTION_STACK}).":
+                final_norm,
+        }
+        got = _call(ns, mine, f"{name}.forward", *args, deps=deps)
+        assert_matches(got, expected, f"{name}({num_layers}, {d}, {h}, {d_ff}) on x {(b, t, d)}", mistakes)
+
+
+def check_Encoder(ns: dict[str, Any]) -> None:  # noqa: N802
+    _check_stack(ns, "Encoder", "EncoderLayer", 604)
+
+
+def check_Decoder(ns: dict[str, Any]) -> None:  # noqa: N802
+    _check_stack(ns, "Decoder", "DecoderLayer", 605)
+
+
+def _tokens(lengths: list[int], size: int, vocab: int, gen: torch.Generator, pad_id: int) -> torch.Tensor:
+    tokens = torch.randint(0, vocab, (len(lengths), size), generator=gen)
+    tokens[tokens == pad_id] = (pad_id + 1) % vocab
+    return tokens.masked_fill(torch.arange(size) >= torch.tensor(lengths)[:, None], pad_id)
+
+
+def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
+    gen = generator(606)
+    deps = tuple(PARTS)
+    for src_v, tgt_v, d, h, n, d_ff, pad_id, src_len, tgt_len in [
+        (11, 13, 8, 2, 2, 16, 0, [6, 3], [5, 2]),
+        (7, 7, 4, 1, 1, 8, 3, [1], [1]),
+        (9, 12, 12, 3, 2, 8, 1, [4, 4, 2], [3, 1, 3]),
+    ]:
+        kwargs = dict(d_model=d, num_heads=h, num_layers=n, d_ff=d_ff, dropout=0.5, max_len=32, pad_id=pad_id)
+        mine, reference = _pair(ns, "Transformer", src_v, tgt_v, gen=gen, deps=deps, **kwargs)
+        if getattr(mine, "pad_id", pad_id) != pad_id:
+            raise AssertionError(f"Transformer(..., pad_id={pad_id}) stores pad_id={mine.pad_id}.")
+        src = _tokens(src_len, max(src_len), src_v, gen, pad_id)
+        tgt = _tokens(tgt_len, max(tgt_len), tgt_v, gen, pad_id)
+        what = f"Transformer({src_v}, {tgt_v}, d_model={d}, num_heads={h}, num_layers={n}, pad_id={pad_id})"
+        src_mask, tgt_mask = make_padding_mask(src, pad_id), make_decoder_mask(tgt, pad_id)
+        with torch.no_grad():
+            memory = reference.encode(src, src_mask)
+            expected = reference(src, tgt)
+            states = reference.decode(tgt, memory, src_mask, tgt_mask)
+            mistakes = {
+                f"forward does not apply the causal mask to the target: use make_decoder_mask ({SECTION_MODEL}).":
+                    reference.generator(reference.decode(tgt, memory, src_mask, make_padding_mask(tgt, pad_id))),
+                f"forward does not mask the source padding ({SECTION_MODEL}).":
+                    reference.generator(reference.decode(tgt, reference.encode(src, None), None, tgt_mask)),
+                f"forward returns the decoder states; apply the generator to get logits ({SECTION_MODEL}).": states,
+                f"forward returns log-probabilities; return the raw logits, the loss applies log_softmax ({SECTION_MODEL}).":
+                    torch.log_softmax(expected, dim=-1),
+            }
+        got_memory = _call(ns, mine.encode, "Transformer.encode", src, src_mask, deps=deps)
+        assert_matches(got_memory, memory, f"{what}.encode(src {tuple(src.shape)}, src_mask)",
+                       hint=f"memory = encoder(positional_encoding(src_embed(src)), src_mask) ({SECTION_MODEL}).")
+        got_states = _call(ns, mine.decode, "Transformer.decode", tgt, memory, src_mask, tgt_mask, deps=deps)
+        assert_matches(got_states, states, f"{what}.decode(tgt {tuple(tgt.shape)}, memory, src_mask, tgt_mask)",
+                       hint=f"decoder(positional_encoding(tgt_embed(tgt)), memory, src_mask, tgt_mask) ({SECTION_MODEL}).")
+        _assert_eval_deterministic(ns, mine, "Transformer.forward", (src, tgt,), deps)
+        got = _call(ns, mine, "Transformer.forward", src, tgt, deps=deps)
+        assert_matches(got, expected, f"{what}(src {tuple(src.shape)}, tgt {tuple(tgt.shape)}): logits", mistakes)
+    _assert_dropout(ns, mine, "Transformer.forward", (src, tgt), deps)

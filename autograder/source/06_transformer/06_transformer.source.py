@@ -1,0 +1,690 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %%
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "06_transformer"
+    )
+    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-05
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
+# %% [markdown]
+# # 06 · The Transformer, encoder and decoder
+#
+# Every piece is ready: attention (02), heads (03), masks (04), positions and embeddings
+# (05). This notebook assembles them into the model of Vaswani et al. (2017), figure 1:
+#
+# ```
+#  source tokens (B, S)                      target tokens, shifted right (B, T)
+#        │ src_embed · √D + positional              │ tgt_embed · √D + positional
+#        ▼ (B, S, D)                                ▼ (B, T, D)
+#  ┌─ Encoder × N ──────────────┐           ┌─ Decoder × N ─────────────────────────┐
+#  │ self-attention (pad mask)  │           │ masked self-attention (pad & causal)  │
+#  │ add & norm                 │  memory   │ add & norm                            │
+#  │ feed-forward               │──(B,S,D)─▶│ cross-attention: Q from decoder,      │
+#  │ add & norm                 │           │   K and V from memory (pad mask)      │
+#  └────────────────────────────┘           │ add & norm, feed-forward, add & norm  │
+#                                           └───────────────────────────────────────┘
+#                                                   │ (B, T, D)
+#                                                   ▼ generator: Linear(D, V_tgt)
+#                                             logits (B, T, V_tgt)
+# ```
+#
+# **Exercises:** `PositionwiseFeedForward`, `EncoderLayer`, `DecoderLayer`, `Encoder`,
+# `Decoder`, `Transformer`. Each `__init__` is given with the attribute names the grader
+# relies on (it copies reference weights into them); you write the `forward` passes.
+# `course_blocks.py` (beside this notebook) holds the course's reference code of
+# notebooks 01-05.
+
+# %%
+import matplotlib.pyplot as plt
+import seaborn as sns
+import torch
+from course_blocks import (
+    MultiHeadAttention,
+    PositionalEncoding,
+    TokenEmbedding,
+    make_causal_mask,
+    make_decoder_mask,
+    make_padding_mask,
+)
+from torch import nn
+
+torch.manual_seed(0)
+sns.set_theme(style="white", palette="colorblind")
+
+# %% [markdown]
+# ## 1. Position-wise feed-forward
+#
+# After attention has mixed information *across* positions, each position is processed
+# on its own by the same two-layer network (section 3.3, equation 2):
+#
+# $$\mathrm{FFN}(x) = \max(0,\; xW_1 + b_1)\,W_2 + b_2$$
+#
+# The inner size $d_{ff}$ is larger than $D$ (2048 vs 512 in the base model): the layer
+# widens, applies a ReLU, and projects back. `nn.Linear` acts on the last axis, so one
+# call handles every position of every sentence at once. Dropout goes on the hidden
+# activations (as in `nn.TransformerEncoderLayer`).
+#
+# **Exercise 1.** Write `forward`: `w_2(dropout(relu(w_1(x))))`.
+
+# %% nbgrader={"grade": false, "grade_id": "PositionwiseFeedForward", "locked": false, "schema_version": 3, "solution": true}
+class PositionwiseFeedForward(nn.Module):
+    """Position-wise feed-forward network, Vaswani et al. (2017) section 3.3, eq. (2).
+
+    Args:
+        d_model: input and output size ``D``.
+        d_ff: inner size.
+        dropout: dropout probability on the inner activations (training mode only).
+
+    Shape:
+        forward(x ``(B, L, D)``) -> ``(B, L, D)``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        return self.w_2(self.dropout(torch.relu(self.w_1(x))))  # (B, L, D)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_PositionwiseFeedForward", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+ffn = PositionwiseFeedForward(8, 32, dropout=0.0)
+x = torch.randn(2, 5, 8)
+out = ffn(x)
+assert out.shape == (2, 5, 8), f"expected (B, L, D) = (2, 5, 8), got {tuple(out.shape)}"
+assert torch.allclose(ffn(x[:, 3:4]), out[:, 3:4], atol=1e-6), "each position must be processed on its own"
+with torch.no_grad():
+    ffn.w_1.weight.fill_(-1.0)  # every hidden unit negative for a positive input...
+    ffn.w_1.bias.zero_()
+assert torch.allclose(ffn(x.abs()), ffn.w_2.bias.expand(2, 5, 8)), (
+    "with all hidden pre-activations negative the output should be w_2's bias: is there a ReLU between w_1 and w_2?"
+)
+print("PositionwiseFeedForward: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_PositionwiseFeedForward_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): reference weights, several shapes; dropout in train() only.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_PositionwiseFeedForward(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. Add & norm: the encoder layer
+#
+# Each sub-layer (attention, feed-forward) is wrapped in a **residual connection** and
+# followed by **layer normalisation** (section 3.1):
+#
+# $$x \leftarrow \mathrm{LayerNorm}\big(x + \mathrm{Dropout}(\mathrm{Sublayer}(x))\big)$$
+#
+# The residual path lets gradients and information pass straight through a deep stack;
+# the normalisation keeps each position's vector at a stable scale. This is the paper's
+# **post-LN** order. Many later models use **pre-LN**, `x + Sublayer(LayerNorm(x))`, which
+# trains more easily without warm-up (Xiong et al., 2020); `nn.TransformerEncoderLayer`
+# offers both (`norm_first`). Here we follow the paper.
+#
+# An encoder layer is self-attention (every source position attends to every non-padding
+# source position), add & norm, feed-forward, add & norm. The attention module returns
+# `(output, weights)`; keep the output.
+#
+# **Exercise 2.** Write `EncoderLayer.forward(x, src_mask)` with `norm1` after attention
+# and `norm2` after the feed-forward network.
+
+# %% nbgrader={"grade": false, "grade_id": "EncoderLayer", "locked": false, "schema_version": 3, "solution": true}
+class EncoderLayer(nn.Module):
+    """One encoder layer (section 3.1): self-attention and feed-forward, each post-LN.
+
+    Args:
+        d_model, num_heads, d_ff: sizes; dropout: on each sub-layer output and inside
+            attention and the feed-forward network.
+
+    Shape:
+        forward(x ``(B, S, D)``, src_mask bool broadcastable to ``(B, h, S, S)``,
+        True = attend) -> ``(B, S, D)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        attended, _ = self.self_attn(x, x, x, src_mask)  # (B, S, D)
+        x = self.norm1(x + self.dropout(attended))
+        return self.norm2(x + self.dropout(self.feed_forward(x)))
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_EncoderLayer", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_EncoderLayer():
+    layer = EncoderLayer(16, 4, 32, dropout=0.0).eval()
+    x = torch.randn(2, 6, 16)
+    src_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]  # (B, 1, 1, S)
+    out = layer(x, src_mask)
+    assert out.shape == (2, 6, 16), f"expected (B, S, D) = (2, 6, 16), got {tuple(out.shape)}"
+    assert torch.allclose(out.mean(-1), torch.zeros(2, 6), atol=1e-5), (
+        "each output vector should have mean 0 over features: the layer must end with norm2"
+    )
+    changed = x.clone()
+    changed[1, 4:] = torch.randn(2, 16)  # new content at sentence 2's padding positions
+    assert torch.allclose(layer(changed, src_mask)[1, :4], out[1, :4], atol=1e-5), (
+        "real tokens should not see padding: pass src_mask to the self-attention"
+    )
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb06 as _checks
+
+_test_EncoderLayer = _isolate(globals(), _test_EncoderLayer, **_checks.upstream("PositionwiseFeedForward"))
+### END HIDDEN TESTS
+_test_EncoderLayer()
+print("EncoderLayer: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_EncoderLayer_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): reference weights copied in by name, padding masks,
+# several sizes; dropout in train() only. Uses the reference PositionwiseFeedForward.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_EncoderLayer(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. The decoder layer
+#
+# A decoder layer has three sub-layers, each with add & norm:
+#
+# 1. **masked self-attention** over the target so far, with the decoder mask (padding AND
+#    causal, notebook 04): position $t$ may look at positions $\le t$ only;
+# 2. **cross-attention** ("encoder-decoder attention", section 3.2.3): the queries come
+#    from the decoder, the keys and values from the encoder's output `memory`; the
+#    source padding mask hides the source's padding;
+# 3. the feed-forward network.
+#
+# **Exercise 3.** Write `DecoderLayer.forward(x, memory, src_mask, tgt_mask)` with `norm1`,
+# `norm2`, `norm3` after the three sub-layers.
+
+# %% nbgrader={"grade": false, "grade_id": "DecoderLayer", "locked": false, "schema_version": 3, "solution": true}
+class DecoderLayer(nn.Module):
+    """One decoder layer (section 3.1): masked self-attention, cross-attention, feed-forward.
+
+    Shape:
+        forward(x ``(B, T, D)``, memory ``(B, S, D)``, src_mask broadcastable to
+        ``(B, h, T, S)``, tgt_mask broadcastable to ``(B, h, T, T)``) -> ``(B, T, D)``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None,
+        tgt_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        attended, _ = self.self_attn(x, x, x, tgt_mask)  # (B, T, D)
+        x = self.norm1(x + self.dropout(attended))
+        attended, _ = self.cross_attn(x, memory, memory, src_mask)  # queries (B, T, D), keys (B, S, D)
+        x = self.norm2(x + self.dropout(attended))
+        return self.norm3(x + self.dropout(self.feed_forward(x)))
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_DecoderLayer", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_DecoderLayer():
+    layer = DecoderLayer(16, 4, 32, dropout=0.0).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    tgt_mask = make_causal_mask(5)  # (1, 1, T, T)
+    src_mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    out = layer(x, memory, src_mask, tgt_mask)
+    assert out.shape == (2, 5, 16), f"expected (B, T, D) = (2, 5, 16), got {tuple(out.shape)}"
+    later = x.clone()
+    later[:, 3:] = torch.randn(2, 2, 16)  # change target positions 3 and 4
+    assert torch.allclose(layer(later, memory, src_mask, tgt_mask)[:, :3], out[:, :3], atol=1e-5), (
+        "positions 0-2 changed when only positions 3-4 did: apply tgt_mask in the self-attention"
+    )
+    other = torch.randn(2, 7, 16)
+    assert not torch.allclose(layer(x, other, src_mask, tgt_mask), out, atol=1e-4), (
+        "the output does not depend on memory: cross-attention takes keys and values from memory"
+    )
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb06 as _checks
+
+_test_DecoderLayer = _isolate(globals(), _test_DecoderLayer, **_checks.upstream("PositionwiseFeedForward"))
+### END HIDDEN TESTS
+_test_DecoderLayer()
+print("DecoderLayer: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_DecoderLayer_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): reference weights, padding + causal masks, source and
+# target of different lengths; dropout in train() only.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_DecoderLayer(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. Stacks of layers
+#
+# The encoder is $N$ encoder layers applied one after another; the decoder is $N$ decoder
+# layers, each of which attends to the same `memory` (the encoder's last output). The
+# layers are **independent**: each has its own weights. Two traps:
+#
+# - `nn.ModuleList([layer] * N)` repeats ONE layer object $N$ times, so all "layers" share
+#   one set of weights. Build a new layer for each slot.
+# - A plain Python list of layers hides them from `model.parameters()` and `.to(device)`;
+#   `nn.ModuleList` registers them.
+#
+# The inputs are already embedded, `(B, L, D)`, and the stacks return the last layer's
+# output as it is (no final LayerNorm: that belongs to pre-LN models).
+#
+# **Exercise 4.** Write `Encoder.forward` and `Decoder.forward`.
+
+# %% nbgrader={"grade": false, "grade_id": "Encoder", "locked": false, "schema_version": 3, "solution": true}
+class Encoder(nn.Module):
+    """``num_layers`` independent ``EncoderLayer``s in sequence (section 3.1).
+
+    Shape:
+        forward(x ``(B, S, D)`` embedded, src_mask) -> ``(B, S, D)``.
+    """
+
+    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return x
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_Encoder", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_Encoder():
+    encoder = Encoder(3, 16, 4, 32, dropout=0.0).eval()
+    assert isinstance(encoder.layers, nn.ModuleList) and len(encoder.layers) == 3, "layers: nn.ModuleList of 3 layers"
+    x = torch.randn(2, 6, 16)
+    out = encoder(x, None)
+    assert out.shape == (2, 6, 16), f"expected (B, S, D) = (2, 6, 16), got {tuple(out.shape)}"
+    by_hand = x
+    for layer in encoder.layers:
+        by_hand = layer(by_hand, None)
+    assert torch.allclose(out, by_hand, atol=1e-5), "each layer's output should be the next layer's input"
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb06 as _checks
+
+_test_Encoder = _isolate(globals(), _test_Encoder, **_checks.upstream("PositionwiseFeedForward", "EncoderLayer"))
+### END HIDDEN TESTS
+_test_Encoder()
+print("Encoder: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_Encoder_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): 1 to 3 layers with reference weights, padding masks.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_Encoder(globals())
+### END HIDDEN TESTS
+
+# %% nbgrader={"grade": false, "grade_id": "Decoder", "locked": false, "schema_version": 3, "solution": true}
+class Decoder(nn.Module):
+    """``num_layers`` independent ``DecoderLayer``s in sequence, all attending to ``memory``.
+
+    Shape:
+        forward(x ``(B, T, D)`` embedded, memory ``(B, S, D)``, src_mask, tgt_mask) -> ``(B, T, D)``.
+    """
+
+    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1):
+        super().__init__()
+        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers))
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None,
+        tgt_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        for layer in self.layers:
+            x = layer(x, memory, src_mask, tgt_mask)
+        return x
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_Decoder", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_Decoder():
+    decoder = Decoder(2, 16, 4, 32, dropout=0.0).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    out = decoder(x, memory, None, make_causal_mask(5))
+    assert out.shape == (2, 5, 16), f"expected (B, T, D) = (2, 5, 16), got {tuple(out.shape)}"
+    by_hand = decoder.layers[1](decoder.layers[0](x, memory, None, make_causal_mask(5)), memory, None,
+                                make_causal_mask(5))
+    assert torch.allclose(out, by_hand, atol=1e-5), "each layer's output should be the next layer's input"
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb06 as _checks
+
+_test_Decoder = _isolate(globals(), _test_Decoder, **_checks.upstream("PositionwiseFeedForward", "DecoderLayer"))
+### END HIDDEN TESTS
+_test_Decoder()
+print("Decoder: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_Decoder_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): 1 to 3 layers with reference weights, both masks.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_Decoder(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. The whole model
+#
+# `Transformer` wires everything together:
+#
+# - `encode(src, src_mask)`: `src_embed` (token vectors times $\sqrt{D}$), then
+#   `positional_encoding` (adds the table, then dropout), then the encoder → `memory`;
+# - `decode(tgt, memory, src_mask, tgt_mask)`: the same for the target side with
+#   `tgt_embed`, through the decoder → `(B, T, D)`;
+# - `forward(src, tgt)`: builds the masks from `pad_id` (the source padding mask
+#   `(B, 1, 1, S)` for encoder self-attention and cross-attention, the decoder mask
+#   `(B, 1, T, T)`), encodes, decodes, and applies `generator`, a linear layer to
+#   vocabulary-sized **logits** (no softmax: the loss applies it).
+#
+# One `PositionalEncoding` serves both sides (it holds no weights, only the table). The
+# paper ties the embedding and generator weights (section 3.4); we keep them separate for
+# clarity (the SPEC fixes this), which costs parameters but no accuracy on our task.
+#
+# `__init__` also re-initialises every weight matrix with Glorot/Xavier uniform values, as
+# `nn.Transformer` does: `nn.Embedding`'s default $\mathcal{N}(0, 1)$ times $\sqrt{D}$ would
+# give token vectors some 20 times larger than the positional signal.
+#
+# **Exercise 5.** Write `encode`, `decode` and `forward`.
+
+# %% nbgrader={"grade": false, "grade_id": "Transformer", "locked": false, "schema_version": 3, "solution": true}
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer, Vaswani et al. (2017) figure 1, batch-first.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes.
+        d_model, num_heads, num_layers, d_ff, dropout: the paper's D, h, N, d_ff, P_drop.
+        max_len: the longest sequence the positional encoding covers.
+        pad_id: the padding id of both sides; ``forward`` masks it.
+
+    Shape:
+        encode(src ``(B, S)`` int64, src_mask) -> memory ``(B, S, D)``;
+        decode(tgt ``(B, T)`` int64, memory, src_mask, tgt_mask) -> ``(B, T, D)``;
+        forward(src ``(B, S)``, tgt ``(B, T)``) -> logits ``(B, T, tgt_vocab_size)``.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        num_heads: int = 8,
+        num_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        max_len: int = 5000,
+        pad_id: int = 0,
+    ):
+        super().__init__()
+        self.pad_id = pad_id
+        self.src_embed = TokenEmbedding(src_vocab_size, d_model)
+        self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model)
+        self.positional_encoding = PositionalEncoding(d_model, dropout, max_len)
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout)
+        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout)
+        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        for param in self.parameters():
+            if param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        return self.encoder(self.positional_encoding(self.src_embed(src)), src_mask)  # (B, S, D)
+        ### END SOLUTION
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None,
+        tgt_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        return self.decoder(self.positional_encoding(self.tgt_embed(tgt)), memory, src_mask, tgt_mask)  # (B, T, D)
+        ### END SOLUTION
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        ### BEGIN SOLUTION
+        src_mask = make_padding_mask(src, self.pad_id)  # (B, 1, 1, S)
+        tgt_mask = make_decoder_mask(tgt, self.pad_id)  # (B, 1, T, T)
+        memory = self.encode(src, src_mask)
+        return self.generator(self.decode(tgt, memory, src_mask, tgt_mask))  # (B, T, V_tgt)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_Transformer", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _test_Transformer():
+    model = Transformer(20, 30, d_model=16, num_heads=4, num_layers=2, d_ff=32, dropout=0.0).eval()
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])  # pad_id = 0
+    tgt = torch.tensor([[1, 4, 5], [1, 7, 0]])
+    logits = model(src, tgt)
+    assert logits.shape == (2, 3, 30), f"expected (B, T, V_tgt) = (2, 3, 30), got {tuple(logits.shape)}"
+    changed = tgt.clone()
+    changed[:, 2] = 9  # a different last target token
+    assert torch.allclose(model(src, changed)[:, :2], logits[:, :2], atol=1e-5), (
+        "logits at positions 0-1 changed when only target position 2 did: forward must use the causal mask"
+    )
+    padded = src.clone()
+    padded[1, 2:] = 0
+    more_padding = torch.cat([padded, torch.zeros(2, 2, dtype=torch.long)], dim=1)
+    assert torch.allclose(model(more_padding, tgt), model(padded, tgt), atol=1e-5), (
+        "extra source padding changed the output: forward must mask the source padding"
+    )
+
+
+### BEGIN HIDDEN TESTS
+from course_reference.checks import isolate as _isolate
+from course_reference.checks import nb06 as _checks
+
+_test_Transformer = _isolate(globals(), _test_Transformer, **_checks.upstream(*_checks.PARTS))
+### END HIDDEN TESTS
+_test_Transformer()
+print("Transformer: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_Transformer_hidden", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): reference weights copied in by name; encode, decode and
+# forward compared with padded sources and targets, pad_id other than 0; dropout in train()
+# mode only. Uses the reference layers, so a mistake in an earlier exercise is not charged twice.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_Transformer(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 6. The paper's base model, and PyTorch's
+#
+# The base configuration of the paper is $D = 512$, $h = 8$, $N = 6$, $d_{ff} = 2048$,
+# $P_{drop} = 0.1$. Counting its parameters (vocabularies of 37,000 tokens as in the
+# paper's English-German setup):
+
+# %%
+def count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+base = Transformer(37000, 37000)  # d_model=512, num_heads=8, num_layers=6, d_ff=2048
+parts = {"embeddings (src + tgt)": count(base.src_embed) + count(base.tgt_embed), "encoder": count(base.encoder),
+         "decoder": count(base.decoder), "generator": count(base.generator)}
+for name, n in parts.items():
+    print(f"{name:>24}: {n / 1e6:6.2f} M")
+print(f"{'total':>24}: {count(base) / 1e6:6.2f} M  (the paper reports 65 M with shared, tied embeddings)")
+
+# %% [markdown]
+# `torch.nn.Transformer` implements the same encoder and decoder stacks (it takes
+# already-embedded inputs, so it has no embeddings or generator). Its stacks add one final
+# LayerNorm each (`encoder.norm`, `decoder.norm`, $2D$ parameters apiece); apart from
+# those, the counts agree exactly:
+
+# %%
+torch_base = nn.Transformer(d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
+                            dim_feedforward=2048, batch_first=True)
+final_norms = count(torch_base.encoder.norm) + count(torch_base.decoder.norm)
+print(f"ours: encoder {count(base.encoder):,} + decoder {count(base.decoder):,}")
+print(f"nn.Transformer: encoder {count(torch_base.encoder):,} + decoder {count(torch_base.decoder):,} "
+      f"(final norms: {final_norms:,})")
+assert count(base.encoder) + count(base.decoder) == count(torch_base) - final_norms
+print("equal once the two final LayerNorms are set aside")
+del base, torch_base
+
+# %% [markdown]
+# The same numbers are not enough: let us copy our weights into `nn.Transformer` and
+# compare outputs. Its attention stores $W^Q, W^K, W^V$ stacked in one `in_proj_weight`,
+# calls the feed-forward layers `linear1`/`linear2`, and its masks mean the opposite of ours
+# (`True` = *blocked* for boolean masks), so we pass `~mask`. Dropping its final norms
+# (`norm = None`) makes the two models the same function.
+
+# %%
+def copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+    theirs.out_proj.weight.copy_(ours.w_o.weight)
+    theirs.out_proj.bias.copy_(ours.w_o.bias)
+
+
+@torch.no_grad()
+def copy_to_torch(ours: Transformer, theirs: nn.Transformer) -> None:
+    theirs.encoder.norm = theirs.decoder.norm = None
+    for mine, their in zip(ours.encoder.layers, theirs.encoder.layers, strict=True):
+        copy_attention(mine.self_attn, their.self_attn)
+        pairs = [(mine.feed_forward.w_1, their.linear1), (mine.feed_forward.w_2, their.linear2),
+                 (mine.norm1, their.norm1), (mine.norm2, their.norm2)]
+        for a, b in pairs:
+            b.load_state_dict(a.state_dict())
+    for mine, their in zip(ours.decoder.layers, theirs.decoder.layers, strict=True):
+        copy_attention(mine.self_attn, their.self_attn)
+        copy_attention(mine.cross_attn, their.multihead_attn)
+        pairs = [(mine.feed_forward.w_1, their.linear1), (mine.feed_forward.w_2, their.linear2),
+                 (mine.norm1, their.norm1), (mine.norm2, their.norm2), (mine.norm3, their.norm3)]
+        for a, b in pairs:
+            b.load_state_dict(a.state_dict())
+
+
+small = Transformer(50, 60, d_model=32, num_heads=4, num_layers=2, d_ff=64).eval()
+torch_small = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
+                             batch_first=True).eval()
+copy_to_torch(small, torch_small)
+src = torch.tensor([[4, 8, 15, 16, 23], [42, 7, 9, 0, 0]])  # pad_id = 0
+tgt = torch.tensor([[1, 5, 6, 7], [1, 8, 0, 0]])
+with torch.no_grad():
+    src_x = small.positional_encoding(small.src_embed(src))
+    tgt_x = small.positional_encoding(small.tgt_embed(tgt))
+    theirs = torch_small(src_x, tgt_x, tgt_mask=~make_causal_mask(4)[0, 0],
+                         src_key_padding_mask=src == 0, tgt_key_padding_mask=tgt == 0,
+                         memory_key_padding_mask=src == 0)
+    ours = small.decode(tgt, small.encode(src, make_padding_mask(src, 0)), make_padding_mask(src, 0),
+                        make_decoder_mask(tgt, 0))
+real = tgt != 0  # padded target positions are don't-cares (their rows differ in how padding is masked)
+print(f"max |ours - nn.Transformer| over real target positions: {(ours - theirs)[real].abs().max():.2e}")
+
+# %% [markdown]
+# ## 7. Looking inside: shapes at every stage
+#
+# `print(model)` shows the module tree; forward hooks report the shape of the data as it
+# flows through a small model (batch 2, source length 5, target length 4):
+
+# %%
+print(small)
+
+# %%
+shapes = []
+hooks = [module.register_forward_hook(lambda m, args, out, name=name: shapes.append(
+    (name, tuple(out[0].shape) if isinstance(out, tuple) else tuple(out.shape))))
+    for name, module in small.named_modules()
+    if name in {"src_embed", "tgt_embed", "encoder", "encoder.layers.0", "decoder.layers.0.self_attn",
+                "decoder.layers.0.cross_attn", "decoder", "generator"}]
+with torch.no_grad():
+    small(src, tgt)
+for hook in hooks:
+    hook.remove()
+for name, shape in shapes:
+    print(f"{name:>28} -> {shape}")
+
+# %% [markdown]
+# ## 8. The decoder cannot see the future
+#
+# With the causal mask, the output at target position $t$ depends on target tokens
+# $0..t$ only. Replace the tokens after position 3 with random ones and measure how much
+# each position's logits move:
+
+# %%
+model = Transformer(50, 60, d_model=32, num_heads=4, num_layers=2, d_ff=64).eval()
+src = torch.randint(1, 50, (1, 8))
+tgt = torch.randint(1, 60, (1, 8))
+changed = tgt.clone()
+changed[0, 4:] = torch.randint(1, 60, (4,))
+with torch.no_grad():
+    moved = (model(src, changed) - model(src, tgt)).abs().amax(dim=-1)[0]  # (T,)
+fig, ax = plt.subplots(figsize=(6, 2.8))
+ax.bar(range(8), moved.numpy(), color=["C0"] * 4 + ["C1"] * 4)
+ax.axvline(3.5, color="grey", linestyle="--")
+ax.set(xlabel="target position t", ylabel="max |change in logits|",
+       title="Tokens 4-7 replaced: only positions ≥ 4 move")
+plt.tight_layout()
+plt.show()
+print("Notice: positions 0-3 did not move at all (change", f"{moved[:4].max():.1e});",
+      "this is what lets training predict every position in parallel (notebook 07).")
