@@ -536,12 +536,13 @@ TRAIN_NO_CLIP = """def train_epoch(model, loader, optimizer, scheduler, loss_fn,
             scheduler.step()
         losses.append(loss.detach())
         counts.append((labels != model.pad_id).sum())
-    losses, counts = torch.stack(losses), torch.stack(counts).to(losses.dtype)
+    losses = torch.stack(losses)
+    counts = torch.stack(counts).to(losses.dtype)
     return float((losses * counts).sum() / counts.sum())
 """
-TRAIN_NO_ZERO_GRAD = TRAIN_OK.replace("        optimizer.zero_grad()\\n", "")
-TRAIN_MEAN_OF_BATCHES = TRAIN_OK.replace("total += loss.item() * n\\n        tokens += n",
-                                         "total += loss.item()\\n        tokens += 1")
+TRAIN_NO_ZERO_GRAD = TRAIN_OK.replace("        optimizer.zero_grad()\n", "")
+TRAIN_MEAN_OF_BATCHES = TRAIN_OK.replace("total += loss.item() * n\n        tokens += n",
+                                         "total += loss.item()\n        tokens += 1")
 GREEDY_OK = """@torch.no_grad()
 def greedy_decode(model, src, max_len, bos_id, eos_id):
     src_mask = make_padding_mask(src, model.pad_id)
@@ -558,8 +559,14 @@ def greedy_decode(model, src, max_len, bos_id, eos_id):
             break
     return ys
 """
-GREEDY_NO_PAD = GREEDY_OK.replace("        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\\n", "")
-GREEDY_NO_STOP = GREEDY_OK.replace("        if done.all():\\n            break\\n", "")
+GREEDY_NO_PAD = GREEDY_OK.replace("        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n", "")
+GREEDY_NO_STOP = GREEDY_OK.replace("        if done.all():\n            break\n", "")
+
+# Every mistake made by .replace() must really differ from the answer it was made from.
+for _wrong, _right in [(TRAIN_NO_ZERO_GRAD, TRAIN_OK), (TRAIN_MEAN_OF_BATCHES, TRAIN_OK), (GREEDY_NO_PAD, GREEDY_OK),
+                       (GREEDY_NO_STOP, GREEDY_OK), (DEC_SELF_TWICE, DEC_OK), (MODEL_NO_CAUSAL, MODEL_OK),
+                       (MODEL_LOG_SOFTMAX, MODEL_OK), (MODEL_INLINE_MASKS, MODEL_OK), (NOAM_MAX, NOAM_OK)]:
+    assert _wrong != _right, "a .replace() in make_sample_class.py matched nothing"
 
 
 def answers_07(shift=SHIFT_OK, tf=TF_OK, noam=NOAM_OK, ls=LS_OK, train=TRAIN_OK, greedy=GREEDY_OK):

@@ -97,12 +97,14 @@ def data_files(directory: str | Path | None = None) -> Path:
     folder = Path(local) if local else cache_dir() / "multi30k"
     if not local:
         folder.mkdir(parents=True, exist_ok=True)
+    missing = [name for name in SHA256 if not (folder / name).is_file()]
+    if missing and local:
+        raise DataError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing from {folder}: "
+                        f"{LOCAL_ENV} must name a folder holding {', '.join(SHA256)}")
+    for name in missing:
+        _download(f"{BASE_URL}/{name}", folder / name)
     for name, expected in SHA256.items():
         path = folder / name
-        if not path.is_file():
-            if local:
-                raise DataError(f"{path} is missing: {LOCAL_ENV}={local} must hold {', '.join(SHA256)}")
-            _download(f"{BASE_URL}/{name}", path)
         actual = _sha256(path)
         if actual != expected:
             if not local:

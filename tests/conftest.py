@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tomllib
 from pathlib import Path
@@ -14,6 +15,19 @@ from transformer_course.layout import Repo
 ROOT = Path(__file__).resolve().parents[1]
 # Short enough to keep the suite quick, long enough for every real cell on 2 slow cores.
 GRADING_TIMEOUT = 12
+
+
+# Tests and CI read Multi30k from the shared read-only copy beside the checkout (never downloaded).
+SHARED_MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+if SHARED_MULTI30K.is_dir():
+    os.environ.setdefault("MULTI30K_DIR", str(SHARED_MULTI30K))
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path | None:
+    """The local Multi30k copy, or None when there is none (tests that need it skip)."""
+    value = os.environ.get("MULTI30K_DIR")
+    return Path(value) if value and Path(value).is_dir() else None
 
 
 @pytest.fixture(scope="session")

@@ -182,3 +182,121 @@ def test_positional_encoding_module_and_embedding():
     emb = ref05.TokenEmbedding(11, 16)
     tokens = torch.tensor([[1, 2, 3]])
     torch.testing.assert_close(emb(tokens), emb.embedding(tokens) * 4.0)
+
+
+# ---------------------------------------------------------------- notebooks 06 and 07
+from course_reference import nb06_transformer as ref06  # noqa: E402
+from course_reference import nb07_training as ref07  # noqa: E402
+from course_reference.nb04_masking import make_causal_mask  # noqa: E402
+
+
+def _copy_attention(ours, theirs):
+    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+    theirs.out_proj.load_state_dict(ours.w_o.state_dict())
+
+
+@torch.no_grad()
+def _torch_twin(model: ref06.Transformer, d_model: int, heads: int, layers: int, d_ff: int) -> torch.nn.Transformer:
+    twin = torch.nn.Transformer(d_model, heads, layers, layers, d_ff, dropout=0.0, batch_first=True).eval()
+    twin.encoder.norm = twin.decoder.norm = None  # the SPEC's stacks have no final LayerNorm
+    for mine, their in zip(model.encoder.layers, twin.encoder.layers, strict=True):
+        _copy_attention(mine.self_attn, their.self_attn)
+        for a, b in [("feed_forward.w_1", "linear1"), ("feed_forward.w_2", "linear2"), ("norm1", "norm1"),
+                     ("norm2", "norm2")]:
+            their.get_submodule(b).load_state_dict(mine.get_submodule(a).state_dict())
+    for mine, their in zip(model.decoder.layers, twin.decoder.layers, strict=True):
+        _copy_attention(mine.self_attn, their.self_attn)
+        _copy_attention(mine.cross_attn, their.multihead_attn)
+        for a, b in [("feed_forward.w_1", "linear1"), ("feed_forward.w_2", "linear2"), ("norm1", "norm1"),
+                     ("norm2", "norm2"), ("norm3", "norm3")]:
+            their.get_submodule(b).load_state_dict(mine.get_submodule(a).state_dict())
+    return twin
+
+
+def test_transformer_equals_nn_transformer_with_the_same_weights():
+    torch.manual_seed(0)
+    model = ref06.Transformer(30, 40, d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0).eval()
+    twin = _torch_twin(model, 32, 4, 2, 64)
+    src = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0]])
+    tgt = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 0]])
+    with torch.no_grad():
+        ours = model.generator(model.decode(tgt, model.encode(src, src[:, None, None, :] != 0),
+                                            src[:, None, None, :] != 0,
+                                            (tgt[:, None, None, :] != 0) & make_causal_mask(4)))
+        theirs = model.generator(twin(
+            model.positional_encoding(model.src_embed(src)), model.positional_encoding(model.tgt_embed(tgt)),
+            tgt_mask=~make_causal_mask(4)[0, 0], src_key_padding_mask=src == 0, memory_key_padding_mask=src == 0))
+        forward = model(src, tgt)
+    real = tgt != 0
+    torch.testing.assert_close(ours[real], theirs[real], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(forward, ours)
+
+
+def test_transformer_parameter_count_matches_nn_transformer_base():
+    model = ref06.Transformer(100, 100)  # the base configuration
+    twin = torch.nn.Transformer(batch_first=True)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    final_norms = count(twin.encoder.norm) + count(twin.decoder.norm)
+    assert count(model.encoder) + count(model.decoder) == count(twin) - final_norms
+
+
+def test_decoder_is_causal_and_dropout_only_in_training():
+    torch.manual_seed(1)
+    model = ref06.Transformer(20, 20, d_model=16, num_heads=2, num_layers=2, d_ff=32, dropout=0.3).eval()
+    src, tgt = torch.randint(1, 20, (2, 6)), torch.randint(1, 20, (2, 5))
+    changed = tgt.clone()
+    changed[:, 3:] = torch.randint(1, 20, (2, 2))
+    with torch.no_grad():
+        torch.testing.assert_close(model(src, changed)[:, :3], model(src, tgt)[:, :3])
+        assert torch.equal(model(src, tgt), model(src, tgt))
+        model.train()
+        assert not torch.equal(model(src, tgt), model(src, tgt))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.25])
+def test_label_smoothing_loss_equals_cross_entropy(smoothing):
+    logits = torch.randn(3, 7, 11, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(0, 11, (3, 7))
+    target[:, 5:] = 0
+    ours = ref07.LabelSmoothingLoss(smoothing, ignore_index=0)(logits, target)
+    theirs = F.cross_entropy(logits.reshape(-1, 11), target.reshape(-1), label_smoothing=smoothing, ignore_index=0)
+    torch.testing.assert_close(ours, theirs)
+    g_ours, = torch.autograd.grad(ours, logits)
+    g_theirs, = torch.autograd.grad(theirs, logits)
+    torch.testing.assert_close(g_ours, g_theirs)
+
+
+def test_noam_lr_peaks_at_warmup_and_matches_the_paper():
+    rates = [ref07.noam_lr(s, 512, 4000) for s in range(1, 10001)]
+    assert max(range(10000), key=rates.__getitem__) + 1 == 4000
+    assert math.isclose(rates[3999], 512**-0.5 * 4000**-0.5)
+    assert math.isclose(ref07.noam_lr(16000, 512, 4000), 512**-0.5 * 16000**-0.5)
+    with pytest.raises(ValueError, match="counts from 1"):
+        ref07.noam_lr(0, 512, 4000)
+
+
+def test_teacher_forcing_shift_and_greedy_decode_learn_a_copy_task():
+    """A copy task trains to near-zero loss in seconds, and greedy decoding then copies."""
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    model = ref06.Transformer(12, 12, d_model=32, num_heads=4, num_layers=1, d_ff=64, dropout=0.0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    batches = []
+    for _ in range(150):
+        src = torch.randint(4, 12, (32, 6), generator=gen)
+        tgt = torch.cat([torch.full((32, 1), 2), src, torch.full((32, 1), 3)], dim=1)
+        batches.append((torch.cat([src, torch.full((32, 1), 3)], 1), tgt))
+    loss = ref07.train_epoch(model, batches, optimizer, None, _flat_cross_entropy, "cpu")
+    assert loss < 1.0
+    final = ref07.train_epoch(model, batches[:30], optimizer, None, _flat_cross_entropy, "cpu")
+    assert final < 0.1
+    assert torch.equal(ref07.shift_right(batches[0][1][:, 1:], 2), batches[0][1][:, :-1])
+    model.eval()
+    src = batches[0][0][:4]
+    out = ref07.greedy_decode(model, src, 12, 2, 3)
+    assert out.shape == (4, 8) and torch.equal(out[:, 1:], src)
+
+
+def _flat_cross_entropy(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=0)

@@ -3,7 +3,12 @@
 - seconds to execute each solution notebook (target <= 30 s on 2 CPU cores);
 - seconds per notebook for ``transformer-course grade`` against bare ``nbgrader autograde``
   (nbgrader's own CLI: generate_assignment + autograde, no feedback) on the same
-  submissions, and their ratio (target <= 1.2).
+  submissions, and their ratio (target <= 1.2);
+- training throughput (target tokens per second, forward+backward+step) of the reference
+  ``Transformer`` against ``torch.nn.Transformer`` of the same size on the same batches
+  (target ratio >= 0.9);
+- BLEU against time of notebook 07's CPU configuration, as recorded by the executed
+  ``solutions/07_training.ipynb`` (``--train`` runs it again: about 12 minutes).
 """
 
 from __future__ import annotations
@@ -31,12 +36,93 @@ BENCH_STUDENTS = ["ada", "ben", "cho", "dev", "eun", "fay", "jon"]
 
 
 def time_solutions(repo: Repo) -> list[tuple[str, float]]:
+    """Seconds per solution notebook; notebook 07 with its one-minute ``tiny`` configuration."""
     rows = []
     for assignment in convert_sources(repo):
         start = time.perf_counter()
-        run_solution(assignment)
-        rows.append((assignment.name, time.perf_counter() - start))
+        run_solution(assignment, train_config="tiny")
+        label = f"{assignment.name} (tiny)" if assignment.trains else assignment.name
+        rows.append((label, time.perf_counter() - start))
     return rows
+
+
+class TorchTransformer(torch.nn.Module):
+    """``nn.Transformer`` with the reference's embeddings and generator: the same function."""
+
+    def __init__(self, reference: torch.nn.Module, d_model: int, heads: int, layers: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.src_embed, self.tgt_embed = reference.src_embed, reference.tgt_embed
+        self.positional_encoding, self.generator = reference.positional_encoding, reference.generator
+        self.pad_id = reference.pad_id
+        self.core = torch.nn.Transformer(d_model, heads, layers, layers, d_ff, dropout, batch_first=True)
+        self.core.encoder.norm = self.core.decoder.norm = None  # the SPEC's stacks have none
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        size = tgt.size(1)
+        causal = torch.ones(size, size, dtype=torch.bool, device=tgt.device).triu(1)  # True = blocked
+        out = self.core(self.positional_encoding(self.src_embed(src)), self.positional_encoding(self.tgt_embed(tgt)),
+                        tgt_mask=causal, src_key_padding_mask=src == self.pad_id,
+                        tgt_key_padding_mask=tgt == self.pad_id, memory_key_padding_mask=src == self.pad_id)
+        return self.generator(out)
+
+
+def time_training_throughput(repo: Repo, steps: int = 8, device: str = "cpu") -> dict[str, float]:
+    """Target tokens per second of training steps, reference Transformer vs nn.Transformer, with
+    notebook 07's CPU configuration (D=256, h=8, N=2, d_ff=1024, V=4000) on the same batches of
+    Multi30k-like lengths, interleaved so both see the same machine load."""
+    sys.path.insert(0, str(repo.reference))
+    from course_reference.nb06_transformer import Transformer
+    from course_reference.nb07_training import LabelSmoothingLoss
+
+    torch.manual_seed(0)
+    vocab, d_model, heads, layers, d_ff = 4000, 256, 8, 2, 1024
+    ours = Transformer(vocab, vocab, d_model, heads, layers, d_ff, 0.1).to(device)
+    theirs = TorchTransformer(Transformer(vocab, vocab, d_model, heads, layers, d_ff, 0.1), d_model, heads,
+                              layers, d_ff, 0.1).to(device)
+    gen = torch.Generator().manual_seed(0)
+    batches = []
+    for length in (12, 16, 20, 24, 28, 32):  # ~2,000 target tokens each, as the CPU configuration's batches
+        rows = 2000 // length
+        src = torch.randint(4, vocab, (rows, length), generator=gen)
+        tgt = torch.randint(4, vocab, (rows, length + 1), generator=gen)
+        src[rows // 2:, -3:] = 0  # some padding
+        tgt[rows // 2:, -2:] = 0
+        batches.append((src.to(device), tgt.to(device)))
+    loss_fn = LabelSmoothingLoss(0.1, ignore_index=0)
+    models = {"reference Transformer": ours, "nn.Transformer (same size)": theirs}
+    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
+    seconds = {name: 0.0 for name in models}
+    tokens = 0
+    for i in range(steps + 1):
+        src, tgt = batches[i % len(batches)]
+        for name, model in models.items():
+            start = time.perf_counter()
+            logits = model(src, tgt[:, :-1])
+            loss = loss_fn(logits, tgt[:, 1:])
+            optimizers[name].zero_grad()
+            loss.backward()
+            optimizers[name].step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            if i:  # the first round warms up
+                seconds[name] += time.perf_counter() - start
+        tokens += int((tgt[:, 1:] != 0).sum()) if i else 0
+    return {name: tokens / s for name, s in seconds.items()}
+
+
+def recorded_training(repo: Repo) -> list[str]:
+    """The lines notebook 07 printed about its run, from the executed solution notebook."""
+    import nbformat
+
+    nb = nbformat.read(repo.solutions / "07_training.ipynb", as_version=4)
+    keep = ("configuration ", "BLEU against time", "  minutes", "val:", "test_2016_flickr:", "sacreBLEU")
+    lines = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for line in output.get("text", "").splitlines():
+                if line.strip().startswith(keep) or line.startswith("  ") and line.strip()[:1].isdigit():
+                    lines.append(line)
+    return lines
 
 
 def _copy_class(repo: Repo, target: Path) -> int:
@@ -116,7 +202,9 @@ def time_mha(repo: Repo, repeats: int = 10) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
-    parser.add_argument("--skip-grading", action="store_true", help="only time the solution notebooks")
+    parser.add_argument("--skip-grading", action="store_true", help="skip the grading comparison")
+    parser.add_argument("--train", action="store_true",
+                        help="re-run notebook 07 with its automatic configuration (~12 min on a CPU)")
     args = parser.parse_args(argv)
     repo = Repo()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
@@ -132,6 +220,23 @@ def main(argv: list[str] | None = None) -> int:
     ratio = mha["reference MultiHeadAttention (per-head weights)"] / base
     verdict = "ok" if ratio <= 1.1 else "OVER TARGET"
     print(f"  reference / nn.MultiheadAttention: {ratio:.2f} (target <= 1.1: {verdict})")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"\nTraining throughput, target tokens/s (forward+backward+Adam step, {device}, interleaved):")
+    throughput = time_training_throughput(repo, device=device)
+    for name, rate in throughput.items():
+        print(f"  {name:28s} {rate:9.0f} tokens/s")
+    ratio = throughput["reference Transformer"] / throughput["nn.Transformer (same size)"]
+    print(f"  reference / nn.Transformer: {ratio:.2f} (target >= 0.9: {'ok' if ratio >= 0.9 else 'UNDER TARGET'})")
+    if args.train:
+        import nbformat
+
+        from .build import run_solution as run
+
+        nb = run(repo.assignment("07_training"))
+        nbformat.write(nb, repo.solutions / "07_training.ipynb")
+    print("\nNotebook 07, BLEU against time (from solutions/07_training.ipynb):")
+    for line in recorded_training(repo):
+        print(f"  {line.strip()}")
     if args.skip_grading:
         return 0
     notebooks, ours, bare = time_grading(repo)

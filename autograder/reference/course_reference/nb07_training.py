@@ -7,6 +7,8 @@ section 5.4 (label smoothing, epsilon_ls = 0.1, from Szegedy et al. 2016), and s
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -110,8 +112,10 @@ def train_epoch(model, loader, optimizer, scheduler, loss_fn, device, max_grad_n
     for src, tgt in loader:
         src, tgt = src.to(device), tgt.to(device)
         decoder_input, labels = make_teacher_forcing_batch(tgt, model.pad_id)
-        with torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16,
-                            enabled=torch.device(device).type == "cuda"):
+        # bf16 mixed precision on a GPU; on a CPU whatever the caller set (an outer autocast) holds.
+        amp = (torch.autocast("cuda", dtype=torch.bfloat16) if torch.device(device).type == "cuda"
+               else contextlib.nullcontext())
+        with amp:
             logits = model(src, decoder_input)  # (B, T, V)
         loss = loss_fn(logits.float(), labels)
         optimizer.zero_grad(set_to_none=True)

@@ -56,6 +56,8 @@ if "google.colab" in sys.modules:
 # notebooks 01-05.
 
 # %%
+import warnings
+
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
@@ -624,6 +626,8 @@ def copy_to_torch(ours: Transformer, theirs: nn.Transformer) -> None:
             b.load_state_dict(a.state_dict())
 
 
+# nn.Transformer's eval-mode fast path warns that nested tensors are a prototype; not our concern here.
+warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors")
 small = Transformer(50, 60, d_model=32, num_heads=4, num_layers=2, d_ff=64).eval()
 torch_small = nn.Transformer(d_model=32, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=64,
                              batch_first=True).eval()

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from .. import nb07_training as ref
 from ..nb06_transformer import Transformer
-from . import assert_matches, construct, generator, guarded, randn, student_name
+from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name
 
 SECTION_TF = "see section 2, 'Teacher forcing'"
 SECTION_LR = "see section 3, 'The learning-rate schedule'"
@@ -140,7 +140,8 @@ def check_LabelSmoothingLoss(ns: dict[str, Any]) -> None:  # noqa: N802 (SPEC na
         nll = -logp.gather(1, flat.clamp(min=0)[:, None]).squeeze(1)
         others = (-(logp.sum(-1)) - nll) / (vocab - 1)
         no_pad = (-(logp.sum(-1)) - (-logp[:, ignore] if ignore >= 0 else 0)) / (vocab - (ignore >= 0))
-        mean = lambda v: (v * keep).sum() / keep.sum()  # noqa: E731
+        def mean(v: torch.Tensor, keep: torch.Tensor = keep) -> torch.Tensor:
+            return (v * keep).sum() / keep.sum()
         what = f"LabelSmoothingLoss({smoothing}, ignore_index={ignore}) on logits {tuple(logits.shape)}"
         with torch.no_grad():
             mistakes = {
@@ -220,7 +221,8 @@ def check_train_epoch(ns: dict[str, Any]) -> None:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (step + 1))
     loss_fn = ref.LabelSmoothingLoss(0.1, PAD)
     model.eval()  # train_epoch must switch to training mode itself
-    got = train_epoch(model, batches, optimizer, scheduler, loss_fn, torch.device("cpu"))
+    with reference_for(ns, **upstream("make_teacher_forcing_batch", "shift_right")):
+        got = train_epoch(model, batches, optimizer, scheduler, loss_fn, torch.device("cpu"))
     # The reference, replayed on a fresh copy with the same batches, without clipping.
     twin = _Recorder(12, PAD).double()
     twin.load_state_dict(initial)
@@ -364,13 +366,17 @@ def check_greedy_decode(ns: dict[str, Any]) -> None:
                         f"argmax of the LAST position's logits ({SECTION_DECODE}).")
 
 
+def _flat_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=PAD)
+
+
 def copy_model(ns: dict[str, Any]) -> torch.nn.Module:
     """The notebook's copy-task model trained with the REFERENCE train_epoch, so that the
     greedy_decode test does not depend on the student's train_epoch."""
     torch.manual_seed(0)
     model = Transformer(12, 12, d_model=32, num_heads=4, num_layers=1, d_ff=64, dropout=0.0)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD)
+    loss_fn = _flat_cross_entropy
     batches = ns["copy_task_batches"]
     ref.train_epoch(model, batches(1), optimizer, None, loss_fn, "cpu", max_grad_norm=1.0)
     for epoch in range(3):
