@@ -6,7 +6,6 @@ notebooks whose cell sources are identical (their outputs are re-computed on exe
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import tempfile
@@ -21,7 +20,7 @@ from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
 from .layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo
-from .nbgrader_setup import KERNEL_ARGS, make_config, tools_on_path
+from .nbgrader_setup import KERNEL_ARGS, environ, make_config, tools_on_path
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -145,31 +144,24 @@ def run_solution(assignment: Assignment, train_config: str | None = None) -> nbf
     """
     nb = solution_notebook(assignment)
     shipped = ([BLOCKS_MODULE] if assignment.uses_blocks else []) + assignment.provided
-    saved = os.environ.get(TRAIN_CONFIG_ENV)
-    if train_config:
-        os.environ[TRAIN_CONFIG_ENV] = train_config  # the kernel inherits the environment
-    try:
-        with tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
-            for name in shipped:
-                shutil.copyfile(assignment.source_file.with_name(name), Path(cwd) / name)
-            # A training run's cells last minutes; the others are held to 10 minutes.
-            return execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
-    finally:
-        if train_config:
-            os.environ.pop(TRAIN_CONFIG_ENV) if saved is None else os.environ.update({TRAIN_CONFIG_ENV: saved})
+    env = {TRAIN_CONFIG_ENV: train_config} if train_config else {}
+    with environ(**env), tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
+        for name in shipped:
+            shutil.copyfile(assignment.source_file.with_name(name), Path(cwd) / name)
+        # A training run's cells last minutes; the others are held to 10 minutes.
+        return execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
 
 
-def _same_sources(a: nbformat.NotebookNode, b: nbformat.NotebookNode) -> bool:
-    return [(c.cell_type, c.source) for c in a.cells] == [(c.cell_type, c.source) for c in b.cells]
-
-
-def _kept_training_run(assignment: Assignment, target: Path) -> bool:
-    """Whether ``target`` already holds this notebook's executed solution for the current sources."""
+def _kept_training_run(assignment: Assignment, target: Path, executed: bool) -> bool:
+    """Whether ``target`` already holds this notebook's solution for the current cell sources
+    (and, if ``executed``, with every code cell run)."""
     if not target.is_file():
         return False
     committed = nbformat.read(target, as_version=4)
-    executed = all(c.execution_count for c in committed.cells if c.cell_type == "code")
-    return executed and _same_sources(committed, solution_notebook(assignment))
+    if executed and not all(c.execution_count for c in committed.cells if c.cell_type == "code"):
+        return False
+    fresh = solution_notebook(assignment)
+    return [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in fresh.cells]
 
 
 def build(
@@ -206,12 +198,11 @@ def build(
         target = solutions_dir / f"{assignment.notebook}.ipynb"
         for name in assignment.provided:  # readers run solutions/ as it is
             _write_if_changed(solutions_dir / name, assignment.source_file.with_name(name).read_text())
-        if assignment.trains and run_solutions and not retrain and _kept_training_run(assignment, target):
-            tqdm.write(f"kept {target.name}: executed, sources unchanged (build --retrain to run it again)")
+        # A training run is kept while its sources are unchanged, and never replaced by an unexecuted copy.
+        if assignment.trains and not retrain and _kept_training_run(assignment, target, executed=run_solutions):
+            if run_solutions:
+                tqdm.write(f"kept {target.name}: executed, sources unchanged (build --retrain to run it again)")
             continue
-        if assignment.trains and not run_solutions and target.is_file() and _same_sources(
-                nbformat.read(target, as_version=4), solution_notebook(assignment)):
-            continue  # keep the executed training run rather than an unexecuted copy
         nb = run_solution(assignment, train_config) if run_solutions else solution_notebook(assignment)
         target.write_text(nbformat.writes(nb) + "\n")
     # Readers run solutions from solutions/: one module with every notebook's building blocks.

@@ -131,13 +131,10 @@ def tools_on_path() -> None:
 
 
 @contextlib.contextmanager
-def reference_on_path(repo: Repo) -> Iterator[None]:
-    """Let kernels started inside the block import the hidden reference (they inherit env),
-    and tell notebooks that they are being graded (notebook 07 then skips training)."""
-    saved = {name: os.environ.get(name) for name in ("PYTHONPATH", GRADING_ENV)}
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo.reference)] + ([saved["PYTHONPATH"]]
-                                                                         if saved["PYTHONPATH"] else []))
-    os.environ[GRADING_ENV] = "1"
+def environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the block (kernels started inside inherit them), then restore."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
@@ -146,3 +143,11 @@ def reference_on_path(repo: Repo) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def reference_on_path(repo: Repo) -> contextlib.AbstractContextManager[None]:
+    """Let kernels started inside the block import the hidden reference, and tell notebooks
+    that they are being graded (notebook 07 then skips training)."""
+    current = os.environ.get("PYTHONPATH")
+    return environ(PYTHONPATH=os.pathsep.join([str(repo.reference)] + ([current] if current else [])),
+                   **{GRADING_ENV: "1"})

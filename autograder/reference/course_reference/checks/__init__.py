@@ -161,6 +161,16 @@ def assert_matches(
         )
 
 
+def upstream_from(module: Any) -> Callable[..., dict[str, Any]]:
+    """``upstream(*names)`` for a checks module: the reference versions, by name, of the earlier
+    exercises an exercise builds on (for :func:`reference_for` and :func:`isolate`)."""
+
+    def upstream(*names: str) -> dict[str, Any]:
+        return {name: getattr(module, name) for name in names}
+
+    return upstream
+
+
 @contextlib.contextmanager
 def reference_for(ns: dict[str, Any], **replacements: Any) -> Iterator[None]:
     """Temporarily replace names in the notebook's namespace with reference versions.

@@ -18,6 +18,7 @@ from . import (
     reference_for,
     student_name,
     unpack_pair,
+    upstream_from,
 )
 
 SECTION_SPLIT = "see section 1, 'Splitting into heads'"
@@ -26,8 +27,7 @@ SECTION_MHA = "see section 3, 'The module'"
 PROJECTIONS = ["w_q", "w_k", "w_v", "w_o"]
 
 
-def upstream(*names: str) -> dict[str, Any]:
-    return {name: getattr(ref, name) for name in names}
+upstream = upstream_from(ref)
 
 
 def _split_mistakes(x: torch.Tensor, h: int) -> dict[str, torch.Tensor]:

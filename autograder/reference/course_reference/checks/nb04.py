@@ -7,15 +7,14 @@ from typing import Any
 import torch
 
 from .. import nb04_masking as ref
-from . import generator, reference_for, student_name
+from . import generator, reference_for, student_name, upstream_from
 
 SECTION_PADDING = "see section 1, 'Padding masks'"
 SECTION_CAUSAL = "see section 2, 'Causal masks'"
 SECTION_DECODER = "see section 3, 'The decoder mask'"
 
 
-def upstream(*names: str) -> dict[str, Any]:
-    return {name: getattr(ref, name) for name in names}
+upstream = upstream_from(ref)
 
 
 def _assert_mask(got: Any, expected: torch.Tensor, what: str, mistakes: dict[str, torch.Tensor | None],

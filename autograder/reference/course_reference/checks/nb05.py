@@ -9,13 +9,12 @@ import torch
 from torch import nn
 
 from .. import nb05_positional_encoding as ref
-from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name
+from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name, upstream_from
 
 SECTION_PE = "see section 1, 'The sinusoidal table'"
 SECTION_MODULE = "see section 2, 'A module with a buffer'"
 SECTION_EMBED = "see section 3, 'Token embeddings'"
-def upstream(*names: str) -> dict[str, Any]:
-    return {name: getattr(ref, name) for name in names}
+upstream = upstream_from(ref)
 
 
 PE_TOL = {"rtol": 0.0, "atol": 5e-5}  # float32 exp/log formulas differ by < 3e-5 at max_len <= 512

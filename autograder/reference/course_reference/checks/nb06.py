@@ -23,6 +23,7 @@ from . import (
     randomise,
     reference_for,
     student_name,
+    upstream_from,
 )
 
 SECTION_FFN = "see section 1, 'Position-wise feed-forward'"
@@ -33,8 +34,7 @@ SECTION_MODEL = "see section 5, 'The whole model'"
 PARTS = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"]
 
 
-def upstream(*names: str) -> dict[str, Any]:
-    return {name: getattr(ref, name) for name in names}
+upstream = upstream_from(ref)
 
 
 def _pair(ns: dict[str, Any], name: str, *args: Any, gen: torch.Generator, deps: tuple[str, ...] = (),
@@ -70,10 +70,8 @@ def _assert_eval_deterministic(ns: dict[str, Any], module: torch.nn.Module, name
 def _assert_dropout(ns: dict[str, Any], module: torch.nn.Module, name: str, args: tuple, deps=()) -> None:
     """Same output twice in eval mode; different outputs in train mode (dropout is used)."""
     module.eval()
-    first, second = _call(ns, module, name, *args, deps=deps), _call(ns, module, name, *args, deps=deps)
-    if not torch.equal(first, second):
-        raise AssertionError(f"{name} in eval() mode gives a different output on each call: dropout must be "
-                             "off in evaluation (use nn.Dropout, which follows train()/eval()).")
+    _assert_eval_deterministic(ns, module, name, args, deps)
+    first = _call(ns, module, name, *args, deps=deps)
     module.train()
     outs = [_call(ns, module, name, *args, deps=deps) for _ in range(3)]
     module.eval()

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from .. import nb07_training as ref
 from ..nb06_transformer import Transformer
-from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name
+from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name, upstream_from
 
 SECTION_TF = "see section 2, 'Teacher forcing'"
 SECTION_LR = "see section 3, 'The learning-rate schedule'"
@@ -21,8 +21,7 @@ SECTION_DECODE = "see section 7, 'Greedy decoding'"
 PAD, BOS, EOS = 0, 2, 3
 
 
-def upstream(*names: str) -> dict[str, Any]:
-    return {name: getattr(ref, name) for name in names}
+upstream = upstream_from(ref)
 
 
 def _targets(gen: torch.Generator, lengths: list[int], vocab: int = 20) -> torch.Tensor:
@@ -282,8 +281,6 @@ def check_train_epoch(ns: dict[str, Any]) -> None:
     got = float(got)
     expected = total / tokens
     if not math.isclose(got, expected, rel_tol=1e-5):
-        losses = [loss_fn(twin(s, t[:, :-1]), t[:, 1:]).item() for s, t in batches]  # unused by the message
-        del losses
         raise AssertionError(
             f"train_epoch returned {got:.5g}; expected the mean loss PER TARGET TOKEN, {expected:.5g}: weight "
             f"each batch's mean loss by its number of non-pad labels ({SECTION_LOOP})."
@@ -322,12 +319,9 @@ def check_greedy_decode(ns: dict[str, Any]) -> None:
         expected = ref.greedy_decode(model, src, max_len, BOS, EOS)
         got = greedy(model, src, max_len, BOS, EOS)
         what = f"greedy_decode(max_len={max_len}) with rows ending after 3, 2 and 6 tokens"
-        mistakes = {
-            "max_len does not count <bos>: the output holds at most max_len tokens, <bos> included "
-            f"({SECTION_DECODE}).": None,
-        }
         if isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(1) == expected.size(1) + 1 and max_len == 5:
-            raise AssertionError(f"{what}: {next(iter(mistakes))}")
+            raise AssertionError(f"{what}: max_len does not count <bos>: the output holds at most max_len tokens, "
+                                 f"<bos> included ({SECTION_DECODE}).")
         if isinstance(got, torch.Tensor) and got.shape == expected.shape and not torch.equal(got, expected):
             after_eos = (expected == PAD) & (got != PAD)
             if after_eos.any():
