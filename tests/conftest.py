@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_course.grade import grade_class
+from transformer_course.batch import grade_class
 from transformer_course.layout import Repo
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -158,7 +158,7 @@ def time_grading(repo: Repo, timeout: int = 30) -> tuple[int, float, float]:
         nbgrader = str(bin_dir / "nbgrader")
         tools_on_path()
         start = time.perf_counter()
-        with reference_on_path(repo):
+        with reference_on_path(repo.reference):
             env = dict(os.environ)
         for assignment in repo.assignments():
             for command in (["generate_assignment", assignment.name, "--force"],

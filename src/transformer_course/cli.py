@@ -18,11 +18,19 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grade import grade_class, score_table
+    from .batch import grade_class
+    from .grade import score_table
 
-    results = grade_class(Path(args.submitted), Path(args.out), Repo(), timeout=args.timeout)
+    try:
+        results = grade_class(Path(args.submitted), Path(args.out), Repo(), timeout=args.timeout,
+                              workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
+                              memory_mb=args.memory_limit)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: what was graded is kept in {args.out}/results/; run the same command "
+              "again to grade the rest", file=sys.stderr)
+        return 130
     print(score_table(results))
-    print(f"\nwrote {args.out}/grades.csv, {args.out}/exercises.csv and {args.out}/feedback/")
+    print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     return 0
 
 
@@ -52,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("submitted", help="folder of student folders (nbgrader's submitted/ layout)")
     p.add_argument("--out", required=True, help="where grades.csv, exercises.csv and feedback/ go")
     p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="grading processes on this machine (default: one per core; 1 = no Dask)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="a running Dask scheduler (tcp://host:8786) whose workers share this folder")
+    p.add_argument("--regrade", action="store_true", help="grade again what an earlier run already graded")
+    p.add_argument("--memory-limit", type=int, default=4096, metavar="MIB",
+                   help="memory one notebook's kernel may allocate, MiB (default 4096; 0 = no limit)")
     p.set_defaults(func=_grade)
 
     p = sub.add_parser("check", help="grade one notebook of your own, without a gradebook")

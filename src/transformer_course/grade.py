@@ -7,9 +7,7 @@ crashing or never-ending submission scores 0 where it failed and says why.
 
 from __future__ import annotations
 
-import csv
 import html
-import json
 import re
 import shutil
 import warnings
@@ -20,10 +18,9 @@ import nbformat
 from nbgrader.api import Gradebook
 from nbgrader.apps import NbGraderAPI
 from nbgrader.coursedir import CourseDirectory
-from tqdm.auto import tqdm
 
 from .build import convert_sources
-from .layout import Assignment, Repo
+from .layout import SOURCE_SUFFIX, Assignment, Repo
 from .nbgrader_setup import make_config, reference_on_path, tools_on_path
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
@@ -127,15 +124,24 @@ def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict
 
 
 class Grader:
-    """Grades submissions in an nbgrader work area ``work`` (gradebook, autograded/, ...)."""
+    """Grades submissions one at a time in a private nbgrader work area ``work``.
 
-    def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30):
+    Each grade starts from the same pristine copy (gradebook, release, sources and the
+    hidden reference, kept in memory): whatever a notebook writes to the files the
+    grader reads cannot reach the next one.
+    """
+
+    def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096):
         self.repo = repo or Repo()
         self.work = work
         self.timeout = timeout
         self.assignments = convert_sources(self.repo)
-        work.mkdir(parents=True, exist_ok=True)
-        config = make_config(work, self.repo, timeout)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", f"*{SOURCE_SUFFIX}")
+        shutil.copytree(self.repo.source, work / "source", ignore=ignore)
+        shutil.copytree(self.repo.reference, work / "reference", ignore=ignore)
+        config = make_config(work, self.repo, timeout, memory_mb, source=work / "source")
         self.coursedir = CourseDirectory(config=config)
         self.api = NbGraderAPI(self.coursedir, config=config)
         tools_on_path()
@@ -143,6 +149,25 @@ class Grader:
             result = self.api.generate_assignment(assignment.name, force=True, create=True)
             if not result["success"]:
                 raise RuntimeError(f"nbgrader generate_assignment {assignment.name} failed:\n{result['log']}")
+        self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
+
+    def _reset(self) -> None:
+        """Put the work area back to its state after set-up, byte for byte."""
+        for child in self.work.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+        for relative, data in self._pristine.items():
+            path = self.work / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    def grade_cells(self, student_id: str, assignment: Assignment) -> dict[str, float]:
+        """Points of each graded cell in the gradebook, for the last :meth:`grade` of this pair."""
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student_id)
+            return {g.name: float(g.score or 0.0) for g in notebook.grades}
 
     def grade(self, student_id: str, assignment: Assignment, submitted: Path | None, note: str = "",
               feedback_dir: Path | None = None) -> SubmissionResult:
@@ -155,13 +180,13 @@ class Grader:
             detail = "not valid JSON: cut off or damaged?" if "JSON" in str(exc) else one_line(str(exc), 160)
             why = f"invalid: {submitted.name} is not a readable notebook ({detail})"
             return self._failed(student_id, assignment, "invalid", note + why, feedback_dir)
+        self._reset()
         target = self.work / "submitted" / student_id / assignment.name
-        shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
         autograded = self.work / "autograded" / student_id / assignment.name / f"{assignment.notebook}.ipynb"
         autograded.unlink(missing_ok=True)
-        with reference_on_path(self.repo):
+        with reference_on_path(self.work / "reference"):
             log = self.api.autograde(assignment.name, student_id, force=True, create=True)
         if not autograded.is_file():  # nbgrader drops the notebook when the kernel dies
             text = log.get("log", "")
@@ -250,39 +275,6 @@ def discover(submitted: Path, assignments: list[Assignment]) -> list[tuple[str, 
         if not STUDENT_ID.match(student.name):
             raise ValueError(f"student folder {student.name!r}: ids may use letters, digits, '_', '.', '-'")
     return [(s.name, a, s / a.name) for s in students for a in assignments]
-
-
-def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30,
-                progress: bool = True) -> list[SubmissionResult]:
-    """Grade every submission under ``submitted``; write CSVs and feedback under ``out``."""
-    repo = repo or Repo()
-    out.mkdir(parents=True, exist_ok=True)
-    grader = Grader(out / "nbgrader", repo, timeout)
-    pairs = discover(submitted, grader.assignments)
-    results = []
-    for student_id, assignment, folder in tqdm(pairs, desc="grading", unit="notebook", disable=not progress):
-        path, note = find_submission(folder, assignment)
-        results.append(grader.grade(student_id, assignment, path, note, out / "feedback"))
-    write_csvs(results, out)
-    return results
-
-
-def write_csvs(results: list[SubmissionResult], out: Path) -> None:
-    with open(out / "grades.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student_id", "assignment", "score", "max_score"])
-        for r in results:
-            writer.writerow([r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}"])
-    with open(out / "exercises.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student_id", "assignment", "exercise", "score", "max_score", "feedback"])
-        for r in results:
-            for e in r.exercises:
-                writer.writerow([r.student_id, r.assignment, e.exercise, f"{e.score:g}", f"{e.max_score:g}",
-                                 e.feedback])
-    (out / "results.json").write_text(json.dumps(
-        [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
-          "exercises": [vars(e) for e in r.exercises]} for r in results], indent=1) + "\n")
 
 
 def score_table(results: list[SubmissionResult]) -> str:

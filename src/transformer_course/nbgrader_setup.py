@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
+import secrets
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
+from nbformat.v4 import new_code_cell
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades
-from traitlets import Bool
+from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, Execute, GetGrades
+from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
 from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo
@@ -22,6 +27,122 @@ from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo
 # otherwise print once per notebook between the progress bar's lines.
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
+# Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
+TOKEN_MIME = "application/x.course-grader+json"
+
+
+def guard_token(secret: bytes, grade_id: str, source: str) -> str:
+    return hmac.new(secret, f"{grade_id}\0{source}".encode(), hashlib.sha256).hexdigest()
+
+
+def _grade_id(cell: NotebookNode) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _is_test(cell: NotebookNode) -> bool:
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def exercise_of(grade_id: str, exercises: list[str]) -> str:
+    """The exercise a test cell belongs to: ``test_<exercise>`` or ``test_<exercise>_<suffix>``."""
+    matches = [e for e in exercises if grade_id == f"test_{e}" or grade_id.startswith(f"test_{e}_")]
+    return max(matches, key=len, default="")
+
+
+class RestoreTestCells(Preprocessor):
+    """Put back test cells that a student deleted, after the cell that preceded them.
+
+    nbgrader restores the source of edited test cells but scores a deleted one as zero
+    without running it; here it runs like any other and earns what it earns.
+    """
+
+    enabled = Bool(True)
+    release_dir = Unicode("", help="nbgrader's release folder (release/<assignment>/<nb>.ipynb)").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        info = resources.get("nbgrader", {})
+        path = Path(self.release_dir) / info.get("assignment", "") / f"{info.get('notebook', '')}.ipynb"
+        if not self.release_dir or not path.is_file():
+            return nb, resources
+        release = nbformat.read(path, as_version=4)
+        present = {_grade_id(c) for c in nb.cells} - {None}
+        for i, cell in enumerate(release.cells):
+            if not _is_test(cell) or _grade_id(cell) in present:
+                continue
+            before = next((_grade_id(c) for c in reversed(release.cells[:i]) if _grade_id(c) in present), None)
+            at = next((j + 1 for j, c in enumerate(nb.cells) if before and _grade_id(c) == before), len(nb.cells))
+            nb.cells.insert(at, cell)
+            present.add(_grade_id(cell))
+        return nb, resources
+
+
+class GuardNotebook(Preprocessor):
+    """Run test cells under ``course_reference.guard`` (see its docstring for what and why).
+
+    Before execution: a first cell installs the guard, and every test cell's source is
+    handed to the guard's runner. :class:`UnguardNotebook` undoes both after execution and
+    turns a test cell without the runner's token into a failure.
+    """
+
+    enabled = Bool(True)
+    memory_limit_mb = Integer(4096, help="data-segment limit per kernel, MiB (0 = none)").tag(config=True)
+    cpu_limit_s = Integer(1800, help="CPU seconds per kernel before it is killed (0 = none)").tag(config=True)
+
+    def preprocess(self, nb, resources):
+        folder = Path(resources.get("metadata", {}).get("path") or ".").resolve()
+        secret, name = secrets.token_bytes(32), "_" + secrets.token_hex(8)
+        secret_file = folder / f".grader-{secrets.token_hex(8)}"
+        secret_file.write_bytes(secret)
+        secret_file.chmod(0o600)
+        resources["course_guard"] = secret
+        exercises = [_grade_id(c) for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+        for cell in nb.cells:
+            if _is_test(cell):
+                gid = _grade_id(cell)
+                cell.metadata["course_guard_source"] = cell.source
+                cell.source = f"{name}({gid!r}, {exercise_of(gid, exercises)!r}, {cell.source!r})"
+        preamble = new_code_cell(
+            "import course_reference.guard\n"
+            f"course_reference.guard.install(globals(), {name!r}, {str(secret_file)!r}, "
+            f"{self.memory_limit_mb}, {self.cpu_limit_s})\n"
+            "del course_reference"
+        )
+        preamble.metadata["course_guard"] = True
+        nb.cells.insert(0, preamble)
+        return nb, resources
+
+
+class UnguardNotebook(Preprocessor):
+    """After execution: drop the guard's cell, give test cells back their source, and fail
+    a test cell that neither failed nor carries its valid token (something stopped or
+    replaced the runner)."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        secret = resources.pop("course_guard", None)
+        if secret is None:
+            return nb, resources
+        for cell in nb.cells:
+            if cell.metadata.get("course_guard") and any(o.get("output_type") == "error" for o in cell.outputs):
+                raise RuntimeError("the grader's guard could not be installed: "
+                                   + next(o.get("evalue", "") for o in cell.outputs if o.get("output_type") == "error"))
+        nb.cells = [c for c in nb.cells if not c.metadata.get("course_guard")]
+        for cell in nb.cells:
+            original = cell.metadata.pop("course_guard_source", None)
+            if original is None:
+                continue
+            cell.source = original
+            tokens = [o for o in cell.outputs if TOKEN_MIME in o.get("data", {})]
+            cell.outputs = [o for o in cell.outputs if TOKEN_MIME not in o.get("data", {})]
+            expected = guard_token(secret, _grade_id(cell), original)
+            if any(o.get("output_type") == "error" for o in cell.outputs):
+                continue
+            if not any(o["data"][TOKEN_MIME].get("token") == expected for o in tokens):
+                cell.outputs.append(_error("GraderError", "this test did not run to its end under the grader: "
+                                           "something in the notebook stopped or replaced it"))
+        return nb, resources
 
 
 class RedactHiddenTests(Preprocessor):
@@ -58,9 +179,25 @@ class KeepGradesOnCrash(Execute):
     did not run, and the cells before keep the points they earned.
     """
 
+    max_output_chars = Integer(100_000, help="characters of output kept per cell").tag(config=True)
+
     def preprocess(self, nb, resources=None, km=None):
         self._dead_at = None
+        self._chars: dict[int, int] = {}
         return super().preprocess(nb, resources, km)
+
+    def output(self, outs, msg, display_id, cell_index):
+        """Keep at most ``max_output_chars`` of a cell's output: a flood would fill memory."""
+        content = msg.get("content", {})
+        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
+        used = self._chars.get(cell_index, 0)
+        self._chars[cell_index] = used + size
+        if used + size <= self.max_output_chars:
+            return super().output(outs, msg, display_id, cell_index)
+        if used <= self.max_output_chars:
+            outs.append(NotebookNode(output_type="stream", name="stdout", text=(
+                f"\n[output cut by the grader after {self.max_output_chars} characters]\n")))
+        return None
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
@@ -88,20 +225,23 @@ def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
 
-def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30) -> Config:
+def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
+                source: Path | None = None) -> Config:
     """The nbgrader config of a course root whose sources are the repo's ``autograder/source``.
 
     Args:
         course_root: nbgrader's course directory (gradebook, release/, submitted/, ...).
         repo: the repository (found from the working directory by default).
         timeout: seconds a cell may run when grading before it is interrupted.
+        memory_mb: memory (data segment) a grading kernel may use, MiB; 0 = no limit.
+        source: the assignments' source folder (default: the repo's ``autograder/source``).
     """
     repo = repo or Repo()
     c = Config()
     c.CourseDirectory.root = str(course_root)
     c.CourseDirectory.course_id = COURSE_ID
     # An absolute source_directory wins over root, so every work area shares the one source.
-    c.CourseDirectory.source_directory = str(repo.source)
+    c.CourseDirectory.source_directory = str(source or repo.source)
     c.CourseDirectory.ignore = [
         ".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", f"*{SOURCE_SUFFIX}",
     ]
@@ -109,10 +249,17 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30) 
     c.Execute.timeout = timeout
     c.Execute.interrupt_on_timeout = True
     c.Execute.extra_arguments = KERNEL_ARGS
-    c.Autograde.autograde_preprocessors = [
-        KeepGradesOnCrash if pp is Execute else pp
-        for pp in Autograde.class_traits()["autograde_preprocessors"].default()
-    ]
+    sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
+    at = sanitize.index(CheckCellMetadata)
+    c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
+    c.RestoreTestCells.release_dir = str(Path(course_root) / "release")
+    autograde = []
+    for pp in Autograde.class_traits()["autograde_preprocessors"].default():
+        autograde += [GuardNotebook, KeepGradesOnCrash, UnguardNotebook] if pp is Execute else [pp]
+    c.Autograde.autograde_preprocessors = autograde
+    c.GuardNotebook.memory_limit_mb = memory_mb
+    # A kernel gets CPU time for every cell's timeout, twice over (torch uses several threads).
+    c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     return c
 
@@ -145,9 +292,10 @@ def environ(**values: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def reference_on_path(repo: Repo) -> contextlib.AbstractContextManager[None]:
-    """Let kernels started inside the block import the hidden reference, and tell notebooks
-    that they are being graded (notebook 07 then skips training)."""
+def reference_on_path(reference: Path) -> contextlib.AbstractContextManager[None]:
+    """Let kernels started inside the block import the hidden reference (the folder holding
+    ``course_reference``), and tell notebooks that they are being graded (notebook 07 then
+    skips training). Kernels write no bytecode, so none of it outlives a grade."""
     current = os.environ.get("PYTHONPATH")
-    return environ(PYTHONPATH=os.pathsep.join([str(repo.reference)] + ([current] if current else [])),
-                   **{GRADING_ENV: "1"})
+    return environ(PYTHONPATH=os.pathsep.join([str(reference)] + ([current] if current else [])),
+                   PYTHONDONTWRITEBYTECODE="1", **{GRADING_ENV: "1"})

@@ -1,0 +1,304 @@
+"""Grade a whole class: in parallel through Dask, resumable, with safe writes.
+
+Each (student, assignment) pair is one task. A task runs :class:`~.grade.Grader` in a
+worker process (its own nbgrader work area, reset before every notebook) and returns
+everything it produced: scores, per-cell points, feedback HTML and the autograded
+notebook. Only this process writes under ``OUT``, one finished task at a time and
+each file atomically, so results cannot be lost or duplicated whatever order tasks
+finish in:
+
+- ``OUT/results/<student>/<assignment>.json``: the record of one pair, written last.
+  A pair whose record matches the submission and the grader (``fingerprint``) is not
+  graded again: an interrupted run resumes; ``regrade=True`` forces.
+- ``OUT/nbgrader/``: a course root for formgrader and ``nbgrader export`` (its
+  gradebook and autograded notebooks).
+- ``OUT/feedback/``, ``OUT/grades.csv``, ``OUT/exercises.csv``, ``OUT/lms.csv``,
+  ``OUT/results.json``.
+
+Workers: a Dask ``LocalCluster`` with one single-threaded process per core by default,
+or an existing scheduler (``scheduler="tcp://host:8786"``) whose workers see this
+repository and ``OUT`` at the same paths.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from tqdm.auto import tqdm
+
+from . import __version__
+from .build import convert_sources
+from .grade import ExerciseResult, Grader, SubmissionResult, discover, find_submission, one_line
+from .layout import Assignment, Repo
+from .nbgrader_setup import make_config, tools_on_path
+
+_GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
+
+
+@dataclass(frozen=True)
+class Task:
+    """One notebook to grade, with the submission's bytes (workers need not see ``SUBMITTED``)."""
+
+    student_id: str
+    assignment: str
+    filename: str | None  # None: not handed in
+    data: bytes | None
+    note: str
+    fingerprint: str
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``path`` so that readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        f.write(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(f.name, path)
+
+
+def grader_version(repo: Repo, timeout: int, memory_mb: int) -> str:
+    """Changes whenever anything that decides a grade changes: checks, reference, sources, limits."""
+    digest = hashlib.sha256(f"{__version__}|{timeout}|{memory_mb}".encode())
+    files = sorted(repo.reference.rglob("*.py")) + sorted(p for p in repo.source.rglob("*")
+                                                          if p.is_file() and p.suffix in (".py", ".json"))
+    for path in files:
+        if "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(repo.root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def grade_task(root: str, timeout: int, memory_mb: int, threads: int, work_root: str, task: Task) -> dict:
+    """Grade one task in this (worker) process; the payload :func:`grade_class` records."""
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # kernels inherit it: no oversubscribed cores
+    key = (root, timeout, memory_mb, work_root)
+    if key not in _GRADERS:
+        work = Path(work_root) / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        _GRADERS[key] = Grader(work, Repo(Path(root)), timeout, memory_mb)
+    grader = _GRADERS[key]
+    assignment = next(a for a in grader.assignments if a.name == task.assignment)
+    with tempfile.TemporaryDirectory(prefix="tc-task-") as tmp:
+        path = None
+        if task.data is not None:
+            path = Path(tmp) / "in" / (task.filename or f"{assignment.notebook}.ipynb")
+            path.parent.mkdir()
+            path.write_bytes(task.data)
+        result = grader.grade(task.student_id, assignment, path, task.note, Path(tmp) / "fb")
+        html = Path(tmp, "fb", task.student_id, assignment.name, f"{assignment.notebook}.html").read_text()
+    autograded = grader.work / "autograded" / task.student_id / assignment.name / f"{assignment.notebook}.ipynb"
+    cells: dict[str, float] = {}
+    if autograded.is_file():
+        cells = grader.grade_cells(task.student_id, assignment)
+    return {"result": asdict(result), "cells": cells, "feedback": html, "fingerprint": task.fingerprint,
+            "autograded": autograded.read_bytes() if autograded.is_file() else None}
+
+
+def _failure(task: Task, assignment: Assignment, error: BaseException) -> dict:
+    """The payload for a task the grader itself failed on: a zero with the reason, never a lost row."""
+    reason = "crashed: the grader failed on this notebook: " + one_line(f"{type(error).__name__}: {error}", 200)
+    exercises = [ExerciseResult(e, 0.0, assignment.max_score(e), reason) for e in assignment.exercises]
+    result = SubmissionResult(task.student_id, task.assignment, "crashed", reason, exercises)
+    html = f"<!DOCTYPE html><html><body><p>{reason}</p></body></html>\n"
+    return {"result": asdict(result), "cells": {}, "feedback": html, "fingerprint": "", "autograded": None}
+
+
+class ClassBook:
+    """The class's nbgrader course root ``OUT/nbgrader``: gradebook rows and autograded notebooks,
+    written by one process only."""
+
+    def __init__(self, root: Path, repo: Repo):
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        config = make_config(root, repo)
+        self.coursedir = CourseDirectory(config=config)
+        api = NbGraderAPI(self.coursedir, config=config)
+        tools_on_path()
+        for assignment in repo.assignments():
+            result = api.generate_assignment(assignment.name, force=True, create=True)
+            if not result["success"]:
+                log = result.get("log") or result.get("error")
+                raise RuntimeError(f"nbgrader generate_assignment {assignment.name} failed:\n{log}")
+
+    def record(self, assignment: Assignment, payload: dict) -> None:
+        result = payload["result"]
+        student = result["student_id"]
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            gb.update_or_create_student(student)
+            try:
+                gb.remove_submission(assignment.name, student)
+            except MissingEntry:
+                pass
+            if result["status"] != "missing":
+                gb.add_submission(assignment.name, student)
+                notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+                for grade in notebook.grades:
+                    grade.auto_score = payload["cells"].get(grade.name, 0.0)
+                gb.db.commit()
+        if payload["autograded"] is not None:
+            atomic_write(self.root / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb",
+                         payload["autograded"])
+
+
+def _as_result(record: dict) -> SubmissionResult:
+    r = record["result"]
+    return SubmissionResult(r["student_id"], r["assignment"], r["status"], r["reason"],
+                            [ExerciseResult(**e) for e in r["exercises"]])
+
+
+def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None) -> Iterator[tuple[Task, Any]]:
+    """(task, payload or exception) as tasks finish: in this process for one worker and no
+    scheduler, else through Dask."""
+    if scheduler is None and workers <= 1:
+        for task in tasks:
+            try:
+                yield task, grade_task(*run_args, task)
+            except Exception as exc:  # a grader bug must not stop the class
+                yield task, exc
+        return
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)
+    client = Client(scheduler or cluster)
+    try:
+        futures = {client.submit(grade_task, *run_args, task, pure=False, retries=1,
+                                 key=f"grade-{task.student_id}-{task.assignment}-{uuid.uuid4().hex[:8]}"): task
+                   for task in tasks}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except Exception as exc:
+                yield futures[future], exc
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30, progress: bool = True,
+                workers: int | None = None, scheduler: str | None = None, regrade: bool = False,
+                memory_mb: int = 4096) -> list[SubmissionResult]:
+    """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
+
+    Args:
+        submitted: nbgrader's layout, ``<student_id>/<assignment>/<notebook>.ipynb``.
+        out: output folder (see the module docstring); an earlier run's records are reused.
+        timeout: seconds one cell may run.
+        workers: processes on this machine (default: one per core); 1 = in this process.
+        scheduler: address of a running Dask scheduler to send the work to instead.
+        regrade: grade everything again, even pairs whose record is up to date.
+        memory_mb: memory one grading kernel may allocate (MiB; 0 = no limit).
+
+    Returns:
+        One result per (student, assignment), sorted by student then assignment.
+
+    Raises:
+        FileNotFoundError, ValueError: see :func:`~.grade.discover`.
+    """
+    repo = repo or Repo()
+    out.mkdir(parents=True, exist_ok=True)
+    assignments = {a.name: a for a in convert_sources(repo)}
+    pairs = discover(submitted, list(assignments.values()))
+    version = grader_version(repo, timeout, memory_mb)
+    records: dict[tuple[str, str], dict] = {}
+    tasks = []
+    for student_id, assignment, folder in pairs:
+        path, note = find_submission(folder, assignment)
+        data = path.read_bytes() if path else None
+        fingerprint = hashlib.sha256(
+            f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
+            + (data or b"")).hexdigest()
+        record_path = out / "results" / student_id / f"{assignment.name}.json"
+        if not regrade and record_path.is_file():
+            try:
+                record = json.loads(record_path.read_text())
+                if record.get("fingerprint") == fingerprint:
+                    records[(student_id, assignment.name)] = record
+                    continue
+            except (json.JSONDecodeError, OSError):
+                pass  # a damaged record is graded again
+        tasks.append(Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint))
+    book = ClassBook(out / "nbgrader", repo)
+    workers = workers or os.cpu_count() or 1
+    threads = max(1, (os.cpu_count() or 1) // workers) if scheduler is None else 1
+    work_root = out / ".work"  # the workers' private nbgrader areas; removed at the end
+    if scheduler is None:
+        shutil.rmtree(work_root, ignore_errors=True)
+    run_args = (str(repo.root), timeout, memory_mb, threads, str(work_root))
+    bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress or not tasks)
+    try:
+        for task, payload in _run(tasks, run_args, workers, scheduler):
+            if isinstance(payload, BaseException):
+                payload = _failure(task, assignments[task.assignment], payload)
+            _save(out, book, assignments[task.assignment], payload)
+            records[(task.student_id, task.assignment)] = payload
+            bar.update()
+    finally:
+        bar.close()
+        if scheduler is None:
+            shutil.rmtree(work_root, ignore_errors=True)
+    results = [_as_result(records[key]) for key in sorted(records)]
+    write_csvs(results, out)
+    return results
+
+
+def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> None:
+    """Feedback, gradebook and autograded notebook first, the record last: a record on disk
+    means everything of that pair was written."""
+    result = payload["result"]
+    atomic_write(out / "feedback" / result["student_id"] / assignment.name / f"{assignment.notebook}.html",
+                 payload["feedback"])
+    book.record(assignment, payload)
+    record = {k: v for k, v in payload.items() if k not in ("feedback", "autograded")}
+    atomic_write(out / "results" / result["student_id"] / f"{assignment.name}.json", json.dumps(record, indent=1))
+
+
+def _csv(rows: Iterable[list[Any]]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows(rows)
+    return buffer.getvalue()
+
+
+def write_csvs(results: list[SubmissionResult], out: Path) -> None:
+    """``grades.csv`` (one row per student and assignment), ``exercises.csv`` (per exercise, with
+    feedback), ``lms.csv`` (one row per student, one column per assignment: the shape Canvas,
+    Moodle and Blackboard import) and ``results.json``; each written atomically."""
+    atomic_write(out / "grades.csv", _csv(
+        [["student_id", "assignment", "score", "max_score", "status"]]
+        + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status] for r in results]))
+    atomic_write(out / "exercises.csv", _csv(
+        [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
+        + [[r.student_id, r.assignment, e.exercise, f"{e.score:g}", f"{e.max_score:g}", e.feedback]
+           for r in results for e in r.exercises]))
+    names = sorted({r.assignment for r in results})
+    by_student: dict[str, dict[str, SubmissionResult]] = {}
+    for r in results:
+        by_student.setdefault(r.student_id, {})[r.assignment] = r
+    maxima = {a: next(r.max_score for r in results if r.assignment == a) for a in names}
+    rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})"]]
+    for student, mine in sorted(by_student.items()):
+        scores = [mine[a].score if a in mine else 0.0 for a in names]
+        rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}"])
+    atomic_write(out / "lms.csv", _csv(rows))
+    atomic_write(out / "results.json", json.dumps(
+        [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
+          "exercises": [vars(e) for e in r.exercises]} for r in results], indent=1) + "\n")
