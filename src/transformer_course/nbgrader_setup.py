@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
+from jupyter_core.utils import run_sync
 from nbclient.exceptions import DeadKernelError
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
@@ -183,6 +184,7 @@ class KeepGradesOnCrash(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._dead_at = None
+        self._timeouts = 0
         self._chars: dict[int, int] = {}
         return super().preprocess(nb, resources, km)
 
@@ -207,12 +209,23 @@ class KeepGradesOnCrash(Execute):
                                               f"(cell {self._dead_at})")]
             return cell, resources
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
             self._dead_at = index
             cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
                                        "(sys.exit/os._exit, a crash, or out of memory?)"))
             return cell, resources
+        # A kernel that ignores the interrupt (a loop catching KeyboardInterrupt) leaves every
+        # later cell queued behind it: the second timeout in a row stops it.
+        timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", []))
+        self._timeouts = self._timeouts + 1 if timed_out else 0
+        if self._timeouts >= 2:
+            with contextlib.suppress(Exception):
+                run_sync(self.km.shutdown_kernel)(now=True)
+            self._dead_at = index
+            cell.outputs.append(_error("DeadKernelError", "the kernel kept running after it was interrupted "
+                                       "(a loop that catches KeyboardInterrupt?) and was stopped"))
+        return cell, resources
 
     async def _async_cleanup_kernel(self) -> None:
         try:

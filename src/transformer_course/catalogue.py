@@ -1,5 +1,8 @@
 """Catalogue of correct variants and real mistakes, per exercise, as answer-cell code.
 
+Used by tests/test_checks.py (in-process), tests/test_fairness.py and ``make bench`` (through
+the real grading path, see fairness.py).
+
 Every correct variant must pass that exercise's hidden checks; every mistake must fail
 them with a message containing its `named` words. Grows with each notebook (CONTRIBUTING.md).
 """

@@ -1,0 +1,42 @@
+"""The catalogue graded through the real path (`grade_class`): right both ways, mistakes named,
+and a mistake costs points on its own exercise only (see transformer_course/fairness.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer_course.fairness import figures, grade_catalogue
+
+from .conftest import GRADING_TIMEOUT
+
+
+@pytest.fixture(scope="module")
+def catalogue_graded(repo, tmp_path_factory):
+    return grade_catalogue(repo, tmp_path_factory.mktemp("catalogue"), timeout=GRADING_TIMEOUT, workers=2)
+
+
+def test_every_correct_variant_scores_full_marks(catalogue_graded):
+    found, _ = catalogue_graded
+    failed = [f"{o.case.exercise}/{o.case.name}: {o.score:g}/{o.max_score:g} {o.feedback}"
+              for o in found if o.case.kind == "correct" and not o.full]
+    assert not failed, "\n".join(failed)
+
+
+def test_every_mistake_loses_points_and_is_named(catalogue_graded):
+    found, _ = catalogue_graded
+    missed = [f"{o.case.exercise}/{o.case.name}: {o.score:g}/{o.max_score:g} feedback {o.feedback!r} "
+              f"lacks {o.case.words!r}" for o in found if o.case.kind == "mistake" and (o.full or not o.named)]
+    assert not missed, "\n".join(missed)
+
+
+def test_a_mistake_costs_points_on_its_own_exercise_only(catalogue_graded):
+    _, collateral = catalogue_graded
+    assert not collateral, "\n".join(collateral)
+
+
+def test_figures_cover_the_whole_catalogue(catalogue_graded):
+    found, _ = catalogue_graded
+    numbers = figures(found)
+    assert numbers["correct variants"] + numbers["mistakes"] == len(found) > 150
+    assert numbers["correct variants at full marks (%)"] == 100.0
+    assert numbers["mistakes caught (%)"] == 100.0

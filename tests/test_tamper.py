@@ -1,0 +1,227 @@
+"""Tampering with the grader from answer cells: each notebook gets the points it earned and no
+more, and the class run goes on. Graded through the real path (`grade_class`, Dask workers).
+
+Each case starts from the solution of notebook 01 (softmax 3, attention_scores 2,
+self_attention 3, SelfAttention 3 points) and changes what a student could change.
+"""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell
+
+from transformer_course.batch import grade_class
+from transformer_course.nbgrader_setup import TOKEN_MIME, guard_token
+
+A01 = "01_self_attention"
+FULL = {"softmax": 3, "attention_scores": 2, "self_attention": 3, "SelfAttention": 3}
+WRONG_SOFTMAX = "def softmax(x, dim=-1):\n    return x.exp()\n"  # not normalised
+NO_SOFTMAX = dict(FULL, softmax=0)
+
+PATCH_COMPARISONS = """
+import numpy, numpy.testing, torch, torch.testing
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+numpy.testing.assert_allclose = lambda *a, **k: None
+torch.Tensor.allclose = lambda *a, **k: True
+torch.Tensor.__eq__ = lambda *a, **k: torch.tensor(True)
+torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
+"""
+FAKE_CHECKS = """
+import sys, types
+fake = types.ModuleType("course_reference")
+fake.__path__ = []
+checks = types.ModuleType("course_reference.checks")
+checks.__path__ = []
+nb01 = types.ModuleType("course_reference.checks.nb01")
+for name in ("check_softmax", "check_attention_scores", "check_self_attention", "check_SelfAttention"):
+    setattr(nb01, name, lambda *a, **k: None)
+checks.nb01, fake.checks = nb01, checks
+sys.modules.update({"course_reference": fake, "course_reference.checks": checks,
+                    "course_reference.checks.nb01": nb01})
+"""
+STEAL_REFERENCE = """
+import sys
+try:
+    with open("/proc/self/environ", "rb") as f:
+        env = dict(v.split(b"=", 1) for v in f.read().split(b"\\0") if b"=" in v)
+    sys.path[:0] = env.get(b"PYTHONPATH", b"").decode().split(":")
+    import course_reference.nb01_self_attention as ref
+    softmax = ref.softmax
+    def attention_scores(query, key):
+        return ref.attention_scores(query, key)
+except ImportError as exc:
+    print("could not steal it:", exc)
+"""
+SILENCE_ERRORS = """
+import sys
+ip = get_ipython()
+ip.showtraceback = lambda *a, **k: None
+ip._showtraceback = lambda *a, **k: None
+ip.set_custom_exc((BaseException,), lambda *a, **k: None)
+sys.excepthook = lambda *a: None
+"""
+SILENCE_DISPLAY = """
+import sys
+get_ipython().display_pub.publish = lambda *a, **k: None
+sys.displayhook = lambda value: None
+"""
+REPLACE_RUNNER = """
+for _k, _v in list(globals().items()):
+    if _k.startswith("_") and callable(_v) and not isinstance(_v, type) and _k not in ("_", "__", "___"):
+        globals()[_k] = lambda *a, **k: None
+"""
+NOISY_SOFTMAX = """
+import sys, warnings
+def softmax(x, dim=-1):
+    warnings.warn("softmax: this is only a warning", UserWarning)
+    print("progress...", file=sys.stderr)
+    e = (x - x.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+"""
+STUBBORN = """
+import time
+while True:
+    try:
+        time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+"""
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _after(nb, grade_id, code):
+    """A cell of the student's own right after answer cell ``grade_id``."""
+    at = nb.cells.index(_cell(nb, grade_id)) + 1
+    nb.cells.insert(at, new_code_cell(code))
+
+
+def _set(nb, grade_id, code):
+    _cell(nb, grade_id).source = code
+
+
+def _delete(nb, *grade_ids):
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in grade_ids]
+
+
+def _cases():
+    """student -> (edit function, expected points per exercise, words in the feedback)."""
+    return {
+        "t_comparisons": (lambda nb: (_set(nb, "softmax", WRONG_SOFTMAX + PATCH_COMPARISONS)), NO_SOFTMAX, ""),
+        "t_fake_checks": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + FAKE_CHECKS), NO_SOFTMAX, ""),
+        "t_steal_reference": (lambda nb: _after(nb, "softmax", STEAL_REFERENCE),
+                              dict(FULL, softmax=0, attention_scores=0), "hidden reference"),
+        "t_silence_errors": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
+        "t_silence_display": (lambda nb: _after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),
+        "t_replace_runner": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + REPLACE_RUNNER),
+                             {k: 0 for k in FULL}, "did not run to its end"),
+        "t_reseed": (lambda nb: _after(nb, "softmax", "import random\nrandom.seed(0)\ntorch.manual_seed(1234)"),
+                     FULL, ""),
+        "t_sys_exit": (lambda nb: _after(nb, "softmax", "import sys\nsys.exit(0)"), FULL, ""),
+        "t_os_exit": (lambda nb: _after(nb, "attention_scores", "import os\nos._exit(1)"),
+                      dict(softmax=3, attention_scores=0, self_attention=0, SelfAttention=0), "kernel died"),
+        "t_endless": (lambda nb: _set(nb, "self_attention", "while True:\n    pass\n"),
+                      dict(FULL, self_attention=0), "did not finish"),
+        "t_stubborn": (lambda nb: _after(nb, "self_attention", STUBBORN),
+                       dict(FULL, self_attention=0, SelfAttention=0), "interrupted"),
+        "t_memory": (lambda nb: _after(nb, "attention_scores", "hog = torch.ones(2**30)  # 4 GiB"), FULL, ""),
+        "t_flood": (lambda nb: _after(nb, "softmax", "print('spam ' * 2_000_000)\nfor i in range(20000):\n"
+                                                    "    print(i)"), FULL, ""),
+        "t_warnings": (lambda nb: _set(nb, "softmax", NOISY_SOFTMAX), FULL, ""),
+        "t_deleted_tests": (lambda nb: (_set(nb, "softmax", WRONG_SOFTMAX),
+                                        _delete(nb, "test_softmax", "test_softmax_hidden", "test_attention_scores")),
+                            NO_SOFTMAX, ""),
+        "t_kernelspec": (lambda nb: nb.metadata.update(
+            kernelspec={"name": "python2", "display_name": "Python 2", "language": "python"}), FULL, ""),
+    }
+
+
+@pytest.fixture(scope="module")
+def tampered(repo, tmp_path_factory):
+    solution = repo.solutions / f"{A01}.ipynb"
+    submitted = tmp_path_factory.mktemp("tampered")
+    for student, (edit, _, _) in _cases().items():
+        nb = nbformat.read(solution, as_version=4)
+        edit(nb)
+        name = "mine.ipynb" if student == "t_kernelspec" else f"{A01}.ipynb"  # renamed too
+        (submitted / student / A01).mkdir(parents=True)
+        nbformat.write(nb, submitted / student / A01 / name)
+    out = tmp_path_factory.mktemp("tamper-out")
+    results = grade_class(submitted, out, repo, timeout=8, progress=False, workers=2, memory_mb=2000)
+    return {r.student_id: r for r in results if r.assignment == A01}, out
+
+
+@pytest.mark.parametrize("student", sorted(_cases()))
+def test_tampering_earns_what_it_earned(tampered, student):
+    results, _ = tampered
+    _, expected, words = _cases()[student]
+    result = results[student]
+    got = {e.exercise: e.score for e in result.exercises}
+    assert got == {k: float(v) for k, v in expected.items()}, [e.feedback for e in result.exercises]
+    if words:
+        assert any(words in e.feedback for e in result.exercises) or words in result.reason, (
+            result.reason, [e.feedback for e in result.exercises])
+
+
+def test_memory_limit_stopped_the_allocation(tampered):
+    _, out = tampered
+    nb = nbformat.read(out / "nbgrader" / "autograded" / "t_memory" / A01 / f"{A01}.ipynb", as_version=4)
+    text = json.dumps([c.get("outputs", []) for c in nb.cells])
+    assert "can't allocate memory" in text
+
+
+def test_output_flood_is_cut(tampered):
+    _, out = tampered
+    path = out / "nbgrader" / "autograded" / "t_flood" / A01 / f"{A01}.ipynb"
+    assert path.stat().st_size < 2_000_000
+    assert "output cut by the grader" in path.read_text()
+
+
+def test_grader_cells_and_tokens_do_not_reach_the_student(tampered):
+    _, out = tampered
+    for student in ("t_reseed", "t_comparisons"):
+        text = (out / "nbgrader" / "autograded" / student / A01 / f"{A01}.ipynb").read_text()
+        assert TOKEN_MIME not in text and "course_reference.guard" not in text
+        html = (out / "feedback" / student / A01 / f"{A01}.html").read_text()
+        assert TOKEN_MIME not in html and "guard" not in html
+
+
+def test_files_the_grader_reads_cannot_be_poisoned(repo, tmp_path):
+    """A notebook that overwrites the checks, the gradebook and the sources of its work area
+    does not change the grade of the next notebook graded by the same worker."""
+    solution = repo.solutions / f"{A01}.ipynb"
+    poison = (
+        "from pathlib import Path\n"
+        "root = Path.cwd().parents[2]\n"
+        "for path in root.rglob('*'):\n"
+        "    if path.is_file() and path.suffix in ('.py', '.db', '.ipynb') and 'autograded' not in path.parts:\n"
+        "        path.write_text('def check_softmax(ns):\\n    pass\\n')\n"
+    )
+    writer = nbformat.read(solution, as_version=4)
+    _after(writer, "softmax", poison)
+    victim = nbformat.read(solution, as_version=4)
+    _set(victim, "softmax", WRONG_SOFTMAX)
+    for student, nb in (("a_writer", writer), ("b_victim", victim)):
+        (tmp_path / "in" / student / A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
+    results = grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=10, progress=False, workers=1)
+    victim_result = next(r for r in results if r.student_id == "b_victim" and r.assignment == A01)
+    assert {e.exercise: e.score for e in victim_result.exercises} == {k: float(v) for k, v in NO_SOFTMAX.items()}
+
+
+def test_guard_token_matches_the_kernel_side(repo):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("guard", repo.reference / "course_reference" / "guard.py")
+    guard = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(guard)
+    assert guard.TOKEN_MIME == TOKEN_MIME
+    assert guard.token(b"k" * 32, "test_x", "print(1)") == guard_token(b"k" * 32, "test_x", "print(1)")
+    assert guard.token(b"k" * 32, "test_x", "print(1)") != guard_token(b"k" * 32, "test_x", "print(2)")
