@@ -52,10 +52,16 @@ try:
     sys.path[:0] = env.get(b"PYTHONPATH", b"").decode().split(":")
     import course_reference.nb01_self_attention as ref
     softmax = ref.softmax
-    def attention_scores(query, key):
-        return ref.attention_scores(query, key)
 except ImportError as exc:
     print("could not steal it:", exc)
+"""
+WRAP_REFERENCE = """
+def attention_scores(query, key):
+    import sys
+    for module in list(sys.modules.values()):  # whatever the grader has loaded
+        if getattr(module, "__name__", "").endswith("nb01_self_attention"):
+            return module.attention_scores(query, key)
+    return query @ key.mT * 2
 """
 SILENCE_ERRORS = """
 import sys
@@ -116,7 +122,8 @@ def _cases():
     return {
         "t_comparisons": (lambda nb: (_set(nb, "softmax", WRONG_SOFTMAX + PATCH_COMPARISONS)), NO_SOFTMAX, ""),
         "t_fake_checks": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + FAKE_CHECKS), NO_SOFTMAX, ""),
-        "t_steal_reference": (lambda nb: _after(nb, "softmax", STEAL_REFERENCE),
+        "t_steal_reference": (lambda nb: (_after(nb, "softmax", STEAL_REFERENCE),
+                                          _set(nb, "attention_scores", WRAP_REFERENCE)),
                               dict(FULL, softmax=0, attention_scores=0), "hidden reference"),
         "t_silence_errors": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
         "t_silence_display": (lambda nb: _after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),

@@ -194,12 +194,13 @@ class Grader:
                 why = ("crashed: the kernel died while running the notebook (sys.exit, os._exit, or "
                        "out of memory?); nothing could be graded")
             else:
-                why = "crashed: nbgrader could not grade it: " + one_line(log.get("error") or text, 200)
+                lines = [line for line in (log.get("error") or text).splitlines() if line.strip()]
+                why = "crashed: nbgrader could not grade it: " + one_line(lines[-1] if lines else "no log", 200)
             return self._failed(student_id, assignment, "crashed", note + why, feedback_dir)
         exercises, died = self._exercise_results(student_id, assignment, autograded, note)
         status, reason = "graded", note.strip()
         if died:
-            status, reason = "crashed", note + "the kernel died in " + died + "; later cells did not run"
+            status, reason = "crashed", note + "the kernel stopped in " + died + "; later cells did not run"
         result = SubmissionResult(student_id, assignment.name, status, reason, exercises)
         if feedback_dir is not None:
             self.api.generate_feedback(assignment.name, student_id, force=True)
@@ -216,7 +217,7 @@ class Grader:
         and the cell where the kernel died ("" if it did not)."""
         nb = nbformat.read(autograded, as_version=4)
         errors = _cell_errors(nb)
-        died = next((f"cell {i} ({c.metadata.get('nbgrader', {}).get('grade_id', 'not graded')})"
+        died = next((f"cell {i} ({c.metadata.get('nbgrader', {}).get('grade_id', 'not graded')}): {o.get('evalue')}"
                      for i, c in enumerate(nb.cells) if c.cell_type == "code"
                      for o in c.get("outputs", []) if o.get("ename") == "DeadKernelError"), "")
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import nbformat
 from jupyter_core.utils import run_sync
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
 from nbgrader.converters import Autograde
-from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, Execute, GetGrades
+from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
@@ -205,8 +205,7 @@ class KeepGradesOnCrash(Execute):
         if cell.cell_type != "code":
             return cell, resources
         if self._dead_at is not None:
-            cell.outputs = [_error("NotRun", f"not run: the kernel died in an earlier cell "
-                                              f"(cell {self._dead_at})")]
+            cell.outputs = [_error("NotRun", "not run: the kernel died in an earlier cell")]
             return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
@@ -215,16 +214,22 @@ class KeepGradesOnCrash(Execute):
             cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
                                        "(sys.exit/os._exit, a crash, or out of memory?)"))
             return cell, resources
+        except CellTimeoutError:  # no reply even after the interrupt
+            return self._stop(cell, resources, index)
         # A kernel that ignores the interrupt (a loop catching KeyboardInterrupt) leaves every
         # later cell queued behind it: the second timeout in a row stops it.
         timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", []))
         self._timeouts = self._timeouts + 1 if timed_out else 0
         if self._timeouts >= 2:
-            with contextlib.suppress(Exception):
-                run_sync(self.km.shutdown_kernel)(now=True)
-            self._dead_at = index
-            cell.outputs.append(_error("DeadKernelError", "the kernel kept running after it was interrupted "
-                                       "(a loop that catches KeyboardInterrupt?) and was stopped"))
+            return self._stop(cell, resources, index)
+        return cell, resources
+
+    def _stop(self, cell, resources, index):
+        with contextlib.suppress(Exception):
+            run_sync(self.km.shutdown_kernel)(now=True)
+        self._dead_at = index
+        cell.outputs.append(_error("DeadKernelError", "the kernel kept running after it was interrupted "
+                                   "(a loop that catches KeyboardInterrupt?) and was stopped"))
         return cell, resources
 
     async def _async_cleanup_kernel(self) -> None:
@@ -263,7 +268,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.Execute.interrupt_on_timeout = True
     c.Execute.extra_arguments = KERNEL_ARGS
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
-    at = sanitize.index(CheckCellMetadata)
+    at = sanitize.index(OverwriteCells)  # which then gives restored cells their hidden tests
     c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
     c.RestoreTestCells.release_dir = str(Path(course_root) / "release")
     autograde = []
