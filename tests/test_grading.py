@@ -114,3 +114,18 @@ def test_renamed_notebook_is_graded_with_a_note(graded, student):
     results, _ = graded
     result = results[(student, "02_scaled_dot_product")]
     assert result.status == "graded" and "expected 02_scaled_dot_product.ipynb" in result.reason
+
+
+def test_feedback_points_at_a_wrong_upstream_exercise(repo):
+    from transformer_course.grade import ExerciseResult, upstream_note
+
+    assignment = repo.assignment("03_multi_head")
+    assert assignment.upstream["MultiHeadAttention"] == ["split_heads", "combine_heads"]
+    results = [ExerciseResult("split_heads", 0, 2, "split_heads(...): no transpose"),
+               ExerciseResult("combine_heads", 2, 2),
+               ExerciseResult("MultiHeadAttention", 1, 4, "MultiHeadAttention(...): output differs")]
+    note = upstream_note(assignment, "MultiHeadAttention", results)
+    assert "`split_heads`" in note and "`combine_heads`" not in note and "reference" in note
+    assert upstream_note(assignment, "split_heads", results) == ""
+    results[0] = ExerciseResult("split_heads", 2, 2)
+    assert upstream_note(assignment, "MultiHeadAttention", results) == ""

@@ -123,6 +123,25 @@ def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict
     return one_line(message + others)
 
 
+def upstream_note(assignment: Assignment, exercise: str, results: list[ExerciseResult]) -> str:
+    """Points at the student's earlier exercises that this one builds on and that lost points too.
+
+    The hidden tests ran ``exercise`` with the reference versions of those pieces, so its own
+    lost points are its own mistake; the note says so, and where to look next.
+    """
+    lost = {r.exercise for r in results if r.score < r.max_score}
+    wrong = [u for u in assignment.upstream.get(exercise, []) if u in lost]
+    if not wrong or explain_is_not_attempted(results, exercise):
+        return ""
+    names = ", ".join(f"`{u}`" for u in wrong)
+    return (f" Note: {exercise} builds on your {names}, which lost points too (see its feedback); "
+            f"it was graded with the reference {names}, so this mistake is in {exercise} itself.")
+
+
+def explain_is_not_attempted(results: list[ExerciseResult], exercise: str) -> bool:
+    return any(r.exercise == exercise and r.feedback.startswith("not attempted") for r in results)
+
+
 class Grader:
     """Grades submissions one at a time in a private nbgrader work area ``work``.
 
@@ -232,8 +251,11 @@ class Grader:
             lost = [c for c in cells if grades.get(c, (0.0, 1.0))[0] < grades.get(c, (0.0, 1.0))[1]]
             feedback = ""
             if score < max_score:
-                feedback = one_line(note + explain(assignment, exercise, lost, errors, self.timeout))
+                feedback = explain(assignment, exercise, lost, errors, self.timeout)
             results.append(ExerciseResult(exercise, score, max_score, feedback))
+        for r in results:
+            if r.feedback:
+                r.feedback = one_line(note + r.feedback + upstream_note(assignment, r.exercise, results))
         return results, died
 
     def _finish(self, result: SubmissionResult, feedback_dir: Path | None) -> SubmissionResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -151,6 +152,22 @@ class Assignment:
                 cells.append(TestCell(gid, float(meta.get("points", 0)), exercise_of(gid, self.exercises),
                                       _only_hidden(meta["source"])))
         return cells
+
+    @property
+    def upstream(self) -> dict[str, list[str]]:
+        """For each exercise, the earlier exercises of this notebook it builds on: those its
+        hidden tests swap for the reference (``upstream("softmax", ...)`` in a test cell)."""
+        found: dict[str, list[str]] = {}
+        for test in self.tests:
+            source = next(m["source"] for m in self._cells if m.get("grade_id") == test.grade_id)
+            for call in re.findall(r"upstream\(([^)]*)\)", source):
+                names = re.findall(r"[\"']([A-Za-z_]\w*)[\"']", call)
+                if not names and call.strip():  # e.g. upstream(*PARTS): every earlier exercise
+                    names = self.exercises[: self.exercises.index(test.exercise)]
+                for name in names:
+                    if name in self.exercises and name not in found.setdefault(test.exercise, []):
+                        found[test.exercise].append(name)
+        return found
 
     def max_score(self, exercise: str | None = None) -> float:
         return sum(t.points for t in self.tests if exercise in (None, t.exercise))

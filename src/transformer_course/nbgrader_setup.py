@@ -22,7 +22,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, Overwri
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
-from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo
+from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo, exercise_of
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
@@ -43,12 +43,6 @@ def _grade_id(cell: NotebookNode) -> str | None:
 def _is_test(cell: NotebookNode) -> bool:
     meta = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
-def exercise_of(grade_id: str, exercises: list[str]) -> str:
-    """The exercise a test cell belongs to: ``test_<exercise>`` or ``test_<exercise>_<suffix>``."""
-    matches = [e for e in exercises if grade_id == f"test_{e}" or grade_id.startswith(f"test_{e}_")]
-    return max(matches, key=len, default="")
 
 
 class RestoreTestCells(Preprocessor):
@@ -102,7 +96,11 @@ class GuardNotebook(Preprocessor):
             if _is_test(cell):
                 gid = _grade_id(cell)
                 cell.metadata["course_guard_source"] = cell.source
-                cell.source = f"{name}({gid!r}, {exercise_of(gid, exercises)!r}, {cell.source!r})"
+                try:
+                    exercise = exercise_of(gid, exercises)
+                except ValueError:
+                    exercise = ""
+                cell.source = f"{name}({gid!r}, {exercise!r}, {cell.source!r})"
         preamble = new_code_cell(
             "import course_reference.guard\n"
             f"course_reference.guard.install(globals(), {name!r}, {str(secret_file)!r}, "
