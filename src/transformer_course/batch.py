@@ -256,6 +256,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         bar.close()
         if scheduler is None:
             shutil.rmtree(work_root, ignore_errors=True)
+            for key in [k for k in _GRADERS if k[3] == str(work_root)]:
+                del _GRADERS[key]  # its work area is gone
     results = [_as_result(records[key]) for key in sorted(records)]
     write_csvs(results, out)
     return results
