@@ -183,3 +183,19 @@ def test_provided_blocks_hold_only_earlier_notebooks(repo):
         for earlier in repo.assignments():
             if earlier.number < assignment.number:
                 assert set(earlier.exercises) <= defined, f"{assignment.name} lacks blocks of {earlier.name}"
+
+
+def test_training_run_is_kept_while_code_cells_are_unchanged(repo, tmp_path):
+    """Text cells come fresh from the source; a changed code cell means running it again."""
+    from transformer_course.build import _kept_training_run
+
+    assignment = next(a for a in repo.assignments() if a.trains)
+    committed = repo.solutions / f"{assignment.notebook}.ipynb"
+    kept = _kept_training_run(assignment, committed, executed=True)
+    assert kept is not None, "solutions/07 is stale: run `transformer-course build --retrain`"
+    old = [c for c in nbformat.read(committed, as_version=4).cells if c.cell_type == "code"]
+    assert [c.outputs for c in kept.cells if c.cell_type == "code"] == [c.outputs for c in old]
+    nb = nbformat.read(committed, as_version=4)
+    next(c for c in nb.cells if c.cell_type == "code").source += "\nprint('changed')"
+    nbformat.write(nb, tmp_path / "changed.ipynb")
+    assert _kept_training_run(assignment, tmp_path / "changed.ipynb", executed=True) is None

@@ -152,16 +152,25 @@ def run_solution(assignment: Assignment, train_config: str | None = None) -> nbf
         return execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
 
 
-def _kept_training_run(assignment: Assignment, target: Path, executed: bool) -> bool:
-    """Whether ``target`` already holds this notebook's solution for the current cell sources
-    (and, if ``executed``, with every code cell run)."""
+def _kept_training_run(assignment: Assignment, target: Path, executed: bool) -> nbformat.NotebookNode | None:
+    """The notebook to keep for a training notebook whose code cells are unchanged since
+    ``target`` was written (and, if ``executed``, whose code cells all ran): the fresh
+    notebook (text cells from the source) with the committed code cells' outputs.
+    ``None`` when it must run again."""
     if not target.is_file():
-        return False
+        return None
     committed = nbformat.read(target, as_version=4)
-    if executed and not all(c.execution_count for c in committed.cells if c.cell_type == "code"):
-        return False
+    old = [c for c in committed.cells if c.cell_type == "code"]
+    if executed and not all(c.execution_count for c in old):
+        return None
     fresh = solution_notebook(assignment)
-    return [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in fresh.cells]
+    new = [c for c in fresh.cells if c.cell_type == "code"]
+    if [c.source for c in old] != [c.source for c in new]:
+        return None
+    for cell, ran in zip(new, old, strict=True):  # outputs do not depend on text cells
+        cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
+    fresh.metadata = committed.metadata
+    return fresh
 
 
 def build(
@@ -199,9 +208,11 @@ def build(
         for name in assignment.provided:  # readers run solutions/ as it is
             _write_if_changed(solutions_dir / name, assignment.source_file.with_name(name).read_text())
         # A training run is kept while its sources are unchanged, and never replaced by an unexecuted copy.
-        if assignment.trains and not retrain and _kept_training_run(assignment, target, executed=run_solutions):
+        kept = _kept_training_run(assignment, target, run_solutions) if assignment.trains and not retrain else None
+        if kept is not None:
             if run_solutions:
-                tqdm.write(f"kept {target.name}: executed, sources unchanged (build --retrain to run it again)")
+                tqdm.write(f"kept {target.name}'s run: code cells unchanged (build --retrain to run it again)")
+            _write_if_changed(target, nbformat.writes(kept) + "\n")
             continue
         nb = run_solution(assignment, train_config) if run_solutions else solution_notebook(assignment)
         target.write_text(nbformat.writes(nb) + "\n")

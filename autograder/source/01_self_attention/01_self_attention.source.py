@@ -95,6 +95,33 @@ print("shifted  :", (scores - scores.max()).exp() / (scores - scores.max()).exp(
 # *Hint:* `x.amax(dim=dim, keepdim=True)` keeps the reduced axis, so the result
 # broadcasts back against `x`.
 
+# %% [markdown]
+# **Stuck on `softmax`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1, the softmax in Eq. (1).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Three reductions along the same `dim`: a max, an exp, a sum. Keep that axis each time so shapes line up.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Subtracting the row maximum changes nothing mathematically but keeps every exponent at or below 0, so `exp` cannot overflow. Then divide by the sum along `dim`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `e = (x - x.amax(dim=dim, keepdim=True)).exp()` then `e / e.sum(dim=dim, keepdim=True)`
+#
+# </details>
+#
+# **Check yourself:** Why does `keepdim=True` matter for `x` of shape `(2, 3)` and `dim=1`?
+#
+# <details><summary>Answer</summary>
+#
+# Without it the max has shape `(2,)`, which broadcasts against the last axis (size 3) and fails, or silently pairs the wrong entries when the sizes happen to match. With it the shape is `(2, 1)` and each row gets its own maximum.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "softmax", "locked": false, "schema_version": 3, "solution": true}
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Numerically stable softmax of ``x`` along ``dim``, written by hand.
@@ -152,6 +179,33 @@ _checks.check_softmax(globals())
 # Raw dot products, no scaling. (`key.T` would reverse *all* axes; you only want to
 # swap the last two.)
 
+# %% [markdown]
+# **Stuck on `attention_scores`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1, the $QK^T$ in Eq. (1).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Every query meets every key: the output has one entry per (query, key) pair.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# A matrix product of `query` with the key matrix turned on its side: swap the key's last two axes, leave the batch axes alone.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `query @ key.transpose(-2, -1)`
+#
+# </details>
+#
+# **Check yourself:** `query` is `(4, 7, 16)` and `key` is `(4, 9, 16)`. What shape do the scores have?
+#
+# <details><summary>Answer</summary>
+#
+# `(4, 7, 9)`: for each of the 4 batch entries, 7 queries times 9 keys.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "attention_scores", "locked": false, "schema_version": 3, "solution": true}
 def attention_scores(query: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Dot product of every query with every key.
@@ -206,6 +260,33 @@ _checks.check_attention_scores(globals())
 # **Exercise 3.** Write `self_attention(x, w_q, w_k, w_v)` with `x (B, L, D)`,
 # `w_q, w_k (D, d_k)`, `w_v (D, d_v)`, returning `(B, L, d_v)`. Use your `softmax` and
 # `attention_scores`.
+
+# %% [markdown]
+# **Stuck on `self_attention`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1, Eq. (1) without the scale.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Self-attention: queries, keys and values all come from the same `x`, each through its own weight matrix.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Project `x` three times, score queries against keys, turn each query's row of scores into weights with your `softmax` over the keys, then mix the values with those weights.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `softmax(attention_scores(x @ w_q, x @ w_k), dim=-1) @ (x @ w_v)`
+#
+# </details>
+#
+# **Check yourself:** Which axis of the `(B, L, L)` score tensor must the softmax run over, and why?
+#
+# <details><summary>Answer</summary>
+#
+# The last one (the keys): each query distributes one unit of attention over all keys, so each row must sum to 1.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "self_attention", "locked": false, "schema_version": 3, "solution": true}
 def self_attention(
@@ -284,6 +365,33 @@ _checks.check_self_attention(globals())
 # **Exercise 4.** Complete `forward` so that it returns `(out, weights)`: the output
 # `(B, L, d_v)` and the attention weights `(B, L, L)`. Keep the attribute names `w_q`,
 # `w_k`, `w_v`: the grader copies reference weights into them.
+
+# %% [markdown]
+# **Stuck on `SelfAttention`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1 and §3.2.2 (the projections $W^Q, W^K, W^V$).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# The layer is the function you just wrote, with its three weight matrices learned as `nn.Linear` layers.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# `self.w_q(x)` computes `x @ W_q^T`: use the layers for the projections, then the same scores, softmax and weighted sum. Return the weights too.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)` then `weights = softmax(attention_scores(q, k), dim=-1)`; return `weights @ v, weights`
+#
+# </details>
+#
+# **Check yourself:** Why are the projections `bias=False` here?
+#
+# <details><summary>Answer</summary>
+#
+# Eq. (1) and the paper's $W^Q, W^K, W^V$ are plain linear maps; the grader copies weights by name, so the stub's layers must keep that form.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "SelfAttention", "locked": false, "schema_version": 3, "solution": true}
 class SelfAttention(nn.Module):

@@ -128,6 +128,33 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 # - returns `(output (..., Lq, d_v), weights (..., Lq, Lk))`; blocked weights exactly 0;
 #   fully blocked rows give zeros, never NaN.
 
+# %% [markdown]
+# **Stuck on `scaled_dot_product_attention`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1, Eq. (1), and §3.2.3 for masking.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Four steps: scale the scores, block what the mask forbids, softmax over keys, mix the values. Then deal with rows where nothing is allowed.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Divide the scores by $\sqrt{d_k}$ so their spread does not grow with the dimension. Where `mask` is `False`, put `-inf` before the softmax so those keys get weight 0. A row with every key blocked is all `-inf`, and its softmax is NaN: set such rows to 0. Dropout goes on the weights, only when `dropout_p > 0`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `scores.masked_fill(~mask, float('-inf'))`, then `torch.nan_to_num(scores.softmax(-1))` (or zero the fully blocked rows with `torch.where`)
+#
+# </details>
+#
+# **Check yourself:** Why not fill blocked positions with `-1e9` instead of `-inf`?
+#
+# <details><summary>Answer</summary>
+#
+# For a row where every key is blocked, `-1e9` everywhere gives uniform weights, so the query attends to padding; `-inf` plus zeroing gives exactly 0, which is what the mask means.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "scaled_dot_product_attention", "locked": false, "schema_version": 3, "solution": true}
 def scaled_dot_product_attention(
     query: torch.Tensor,

@@ -83,6 +83,33 @@ print("Head 0 should hold features 0:2 of every position; the wrong one mixes po
 # %% [markdown]
 # **Exercise 1.** Write `split_heads(x, num_heads)`: `(B, L, D)` -> `(B, h, L, d_k)`.
 
+# %% [markdown]
+# **Stuck on `split_heads`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.2 (each head works on $d_k = d_{model}/h$ features).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Two moves: cut the feature axis into `num_heads` pieces, then bring the head axis in front of the sequence axis.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Reshape `(B, L, D)` to `(B, L, h, D/h)`, then swap axes 1 and 2 to get `(B, h, L, D/h)`. Reshaping straight to `(B, h, L, D/h)` mixes positions into heads.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `x.view(b, l, num_heads, d // num_heads).transpose(1, 2)`
+#
+# </details>
+#
+# **Check yourself:** For `x` of shape `(2, 5, 12)` and 3 heads, which slice of `x` ends up as head 1 of position 4?
+#
+# <details><summary>Answer</summary>
+#
+# `x[:, 4, 4:8]`: head $i$ owns features $i \cdot d_k$ to $(i+1) \cdot d_k - 1$ of every position.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "split_heads", "locked": false, "schema_version": 3, "solution": true}
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Cut each position's vector into ``num_heads`` slices, heads first.
@@ -141,6 +168,33 @@ print("after .contiguous():", t.contiguous().view(2, 5, 12).shape)
 
 # %% [markdown]
 # **Exercise 2.** Write `combine_heads(x)`: `(B, h, L, d_k)` -> `(B, L, h * d_k)`.
+
+# %% [markdown]
+# **Stuck on `combine_heads`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.2, the Concat in the MultiHead equation.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Undo `split_heads` in reverse order.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Swap the head and sequence axes back to `(B, L, h, d_k)`, then merge the last two axes. After a transpose the memory is not laid out for `view`: use `.contiguous().view(...)` or `.reshape(...)`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `x.transpose(1, 2).reshape(b, l, h * d)`
+#
+# </details>
+#
+# **Check yourself:** What does `combine_heads(split_heads(x, h))` return?
+#
+# <details><summary>Answer</summary>
+#
+# `x` itself, exactly: the two functions are inverses, and the visible test checks that.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "combine_heads", "locked": false, "schema_version": 3, "solution": true}
 def combine_heads(x: torch.Tensor) -> torch.Tensor:
@@ -206,6 +260,33 @@ _checks.check_combine_heads(globals())
 # **Exercise 3.** Complete `MultiHeadAttention`: raise `ValueError` in `__init__` when
 # `d_model` is not divisible by `num_heads`, and write `forward`. Keep the names `w_q`,
 # `w_k`, `w_v`, `w_o`: the grader copies reference weights into them.
+
+# %% [markdown]
+# **Stuck on `MultiHeadAttention`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.2, the MultiHead equation and Figure 2.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Project, split, attend, combine, project again: every step is a function you already have.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Apply `w_q`, `w_k`, `w_v` to query, key and value; `split_heads` each; call `scaled_dot_product_attention` with the mask (it broadcasts over heads) and dropout only in training; `combine_heads`; finish with `w_o`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `out, w = scaled_dot_product_attention(q, k, v, mask=mask, dropout_p=self.dropout if self.training else 0.0)` then `return self.w_o(combine_heads(out)), w`
+#
+# </details>
+#
+# **Check yourself:** The output has shape `(B, Lq, D)`. What shape do the returned weights have?
+#
+# <details><summary>Answer</summary>
+#
+# `(B, h, Lq, Lk)`: one attention map per head.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "MultiHeadAttention", "locked": false, "schema_version": 3, "solution": true}
 class MultiHeadAttention(nn.Module):

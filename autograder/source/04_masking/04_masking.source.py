@@ -75,6 +75,33 @@ batch = torch.tensor([
 # **Exercise 1.** Write `make_padding_mask(tokens, pad_id)`: int `(B, L)` -> bool
 # `(B, 1, 1, L)`, `True` where the token is not `pad_id`, on the device of `tokens`.
 
+# %% [markdown]
+# **Stuck on `make_padding_mask`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.3 and §3.1 (attention must ignore padding).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# True means "may attend": which keys are real tokens?
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Compare the tokens with `pad_id`, then add two axes so the mask broadcasts over heads and queries: `(B, L)` becomes `(B, 1, 1, L)`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `(tokens != pad_id)[:, None, None, :]`
+#
+# </details>
+#
+# **Check yourself:** Why is the mask `(B, 1, 1, L)` and not `(B, 1, L, 1)`?
+#
+# <details><summary>Answer</summary>
+#
+# Padding is a property of keys (the last axis of the scores): every query must ignore padded keys. `(B, 1, L, 1)` would blank whole query rows instead.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "make_padding_mask", "locked": false, "schema_version": 3, "solution": true}
 def make_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     """Mask out padded keys.
@@ -142,6 +169,33 @@ print("make_padding_mask: padding does not change the real positions")
 # **Exercise 2.** Write `make_causal_mask(size, device=None)` -> bool `(1, 1, size, size)`,
 # created directly on `device`.
 
+# %% [markdown]
+# **Stuck on `make_causal_mask`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.3 ("prevent leftward information flow") and §3.1.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Position `t` may look at positions `0..t`. Draw the `size x size` grid: which half is allowed?
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# The lower triangle including the diagonal is allowed (True); everything above is the future. Add two leading axes for batch and heads.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]`
+#
+# </details>
+#
+# **Check yourself:** Row 0 of the causal mask has how many True entries, and why is that not a problem?
+#
+# <details><summary>Answer</summary>
+#
+# One (the diagonal): the first position attends to itself only, so no row is fully blocked.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "make_causal_mask", "locked": false, "schema_version": 3, "solution": true}
 def make_causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
     """Let each position attend to itself and earlier positions only.
@@ -201,6 +255,33 @@ print("make_causal_mask: no gradient flows from the future")
 #
 # **Exercise 3.** Write `make_decoder_mask(tokens, pad_id)` -> bool `(B, 1, T, T)` using
 # your two functions.
+
+# %% [markdown]
+# **Stuck on `make_decoder_mask`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.3 and §3.1 (decoder self-attention).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# A decoder position must respect both rules at once.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# A key is allowed only when it is not padding AND not in the future: combine the two masks with logical and; broadcasting gives `(B, 1, T, T)`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1), tokens.device)`
+#
+# </details>
+#
+# **Check yourself:** Why `&` and not `|`?
+#
+# <details><summary>Answer</summary>
+#
+# With `|`, a key that is allowed by one rule but forbidden by the other would be allowed; a position must pass both tests.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "make_decoder_mask", "locked": false, "schema_version": 3, "solution": true}
 def make_decoder_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:

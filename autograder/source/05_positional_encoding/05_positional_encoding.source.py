@@ -71,6 +71,33 @@ sns.set_theme(style="whitegrid", palette="colorblind")
 # **Exercise 1.** Write `sinusoidal_positional_encoding(max_len, d_model)` -> float32
 # `(max_len, d_model)`; raise `ValueError` for an odd `d_model`.
 
+# %% [markdown]
+# **Stuck on `sinusoidal_positional_encoding`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.5, the two PE equations.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Build a table of angles `position x frequency`, then fill even columns with sin and odd columns with cos.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Frequencies are $10000^{-2i/d_{model}}$ for $i = 0, 1, \dots, d_{model}/2 - 1$; angles are the outer product of positions and frequencies, shape `(max_len, d_model/2)`. Compute in float64 and return float32.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`
+#
+# </details>
+#
+# **Check yourself:** What is row 0 of the table?
+#
+# <details><summary>Answer</summary>
+#
+# `[0, 1, 0, 1, ...]`: at position 0 every angle is 0, so the sines are 0 and the cosines are 1.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "sinusoidal_positional_encoding", "locked": false, "schema_version": 3, "solution": true}
 def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
     """The paper's sinusoidal position table (section 3.5).
@@ -159,6 +186,33 @@ print("Notice: similarity is highest on the diagonal and constant along it: it e
 #
 # **Exercise 2.** Complete `PositionalEncoding`: register the buffer `pe` of shape
 # `(max_len, d_model)`, and write `forward(x)` = `dropout(x + pe[:L])`.
+
+# %% [markdown]
+# **Stuck on `PositionalEncoding`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.5, and §5.4 for the dropout on the sums.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# The table is fixed, not learned, but it must move with the module to the GPU.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Register the table as a buffer in `__init__`; in `forward` add its first `L` rows to `x` (they broadcast over the batch), then apply dropout. Refuse sequences longer than `max_len` with a clear error.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model), persistent=False)` and `return self.dropout(x + self.pe[: x.size(1)])`
+#
+# </details>
+#
+# **Check yourself:** Why a buffer and not an `nn.Parameter`?
+#
+# <details><summary>Answer</summary>
+#
+# A parameter would be trained by the optimizer; a buffer moves with `.to(device)` but stays fixed.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "PositionalEncoding", "locked": false, "schema_version": 3, "solution": true}
 class PositionalEncoding(nn.Module):
@@ -253,6 +307,33 @@ print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())}
 #
 # **Exercise 3.** Complete `TokenEmbedding.forward`: `(B, L)` ids -> `(B, L, d_model)`,
 # scaled by $\sqrt{d_{model}}$. Keep the attribute name `embedding`.
+
+# %% [markdown]
+# **Stuck on `TokenEmbedding`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.4 ("we multiply those weights by $\sqrt{d_{model}}$").
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# A lookup table, then one multiplication.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# `nn.Embedding` maps ids to vectors; scale them by $\sqrt{d_{model}}$ so they are not drowned by the positional encoding, whose entries are of order 1.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `return self.embedding(tokens) * math.sqrt(self.d_model)`
+#
+# </details>
+#
+# **Check yourself:** What dtype must `tokens` have?
+#
+# <details><summary>Answer</summary>
+#
+# An integer type (int64): they are indices into the table.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "TokenEmbedding", "locked": false, "schema_version": 3, "solution": true}
 class TokenEmbedding(nn.Module):

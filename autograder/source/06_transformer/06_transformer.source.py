@@ -89,6 +89,33 @@ sns.set_theme(style="white", palette="colorblind")
 #
 # **Exercise 1.** Write `forward`: `w_2(dropout(relu(w_1(x))))`.
 
+# %% [markdown]
+# **Stuck on `PositionwiseFeedForward`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.3, Eq. (2).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Two linear layers with a ReLU between them, applied to every position on its own.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Widen to `d_ff` with `w_1`, apply ReLU, dropout, then project back to `d_model` with `w_2`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `return self.w_2(self.dropout(torch.relu(self.w_1(x))))`
+#
+# </details>
+#
+# **Check yourself:** Why is it called position-wise?
+#
+# <details><summary>Answer</summary>
+#
+# `nn.Linear` acts on the last axis only, so each position is transformed independently with the same weights; positions do not mix here (attention does that).
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "PositionwiseFeedForward", "locked": false, "schema_version": 3, "solution": true}
 class PositionwiseFeedForward(nn.Module):
     """Position-wise feed-forward network, Vaswani et al. (2017) section 3.3, eq. (2).
@@ -156,6 +183,33 @@ _checks.check_PositionwiseFeedForward(globals())
 #
 # **Exercise 2.** Write `EncoderLayer.forward(x, src_mask)` with `norm1` after attention
 # and `norm2` after the feed-forward network.
+
+# %% [markdown]
+# **Stuck on `EncoderLayer`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1, "LayerNorm(x + Sublayer(x))", and §5.4 (residual dropout).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Two sublayers, each wrapped the same way: dropout on its output, add the input, normalise.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Post-LN as in the paper: `x = norm1(x + dropout(self_attn(x, x, x, src_mask)[0]))`, then the same with the feed-forward and `norm2`. The attention returns a pair; keep the output.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)[0]))`
+#
+# </details>
+#
+# **Check yourself:** Where would pre-LN put the normalisation, and why does the grader not accept it here?
+#
+# <details><summary>Answer</summary>
+#
+# Pre-LN computes `x + sublayer(norm(x))`; it trains more stably in deep stacks but is a different function from the paper's post-LN, which this notebook specifies.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "EncoderLayer", "locked": false, "schema_version": 3, "solution": true}
 class EncoderLayer(nn.Module):
@@ -235,6 +289,33 @@ _checks.check_EncoderLayer(globals())
 #
 # **Exercise 3.** Write `DecoderLayer.forward(x, memory, src_mask, tgt_mask)` with `norm1`,
 # `norm2`, `norm3` after the three sub-layers.
+
+# %% [markdown]
+# **Stuck on `DecoderLayer`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1 (the decoder's third sublayer) and §3.2.3.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Three sublayers now: masked self-attention, attention over the encoder's output, feed-forward.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Cross-attention takes its queries from the decoder (`x`) and its keys and values from `memory`, with `src_mask` (padding of the source). Self-attention uses `tgt_mask`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, src_mask)[0]))`
+#
+# </details>
+#
+# **Check yourself:** In cross-attention the weights have shape `(B, h, T, S)`. What are `T` and `S`?
+#
+# <details><summary>Answer</summary>
+#
+# `T` is the target (decoder) length, the queries; `S` is the source length, the keys.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "DecoderLayer", "locked": false, "schema_version": 3, "solution": true}
 class DecoderLayer(nn.Module):
@@ -325,6 +406,33 @@ _checks.check_DecoderLayer(globals())
 #
 # **Exercise 4.** Write `Encoder.forward` and `Decoder.forward`.
 
+# %% [markdown]
+# **Stuck on `Encoder`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1 ("a stack of N = 6 identical layers").
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Identical layers, but each with its own weights, applied one after another.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# `nn.ModuleList` of `num_layers` separate `EncoderLayer`s; in `forward`, feed each layer the previous layer's output.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `for layer in self.layers: x = layer(x, src_mask)`
+#
+# </details>
+#
+# **Check yourself:** Why is `nn.ModuleList([layer] * n)` wrong?
+#
+# <details><summary>Answer</summary>
+#
+# It repeats the same module object n times: one set of weights shared by every layer, a different model with fewer parameters.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "Encoder", "locked": false, "schema_version": 3, "solution": true}
 class Encoder(nn.Module):
     """``num_layers`` independent ``EncoderLayer``s in sequence (section 3.1).
@@ -374,6 +482,33 @@ from course_reference.checks import nb06 as _checks
 
 _checks.check_Encoder(globals())
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# **Stuck on `Decoder`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1 (the decoder stack).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Like the encoder stack, with the encoder's output passed to every layer.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Each `DecoderLayer` gets the previous layer's output plus the same `memory` and both masks.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `for layer in self.layers: x = layer(x, memory, src_mask, tgt_mask)`
+#
+# </details>
+#
+# **Check yourself:** Which input changes from layer to layer, and which stays the same?
+#
+# <details><summary>Answer</summary>
+#
+# `x` changes (each layer refines it); `memory` and the masks are the same for every layer.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "Decoder", "locked": false, "schema_version": 3, "solution": true}
 class Decoder(nn.Module):
@@ -452,6 +587,33 @@ _checks.check_Decoder(globals())
 # give token vectors some 20 times larger than the positional signal.
 #
 # **Exercise 5.** Write `encode`, `decode` and `forward`.
+
+# %% [markdown]
+# **Stuck on `Transformer`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3, Figure 1, and §3.4.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Follow Figure 1: embed and add positions on both sides, encode the source, decode the target against it, project to the vocabulary.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# `encode` = encoder(positional_encoding(src_embed(src)), src_mask); `decode` = decoder(positional_encoding(tgt_embed(tgt)), memory, src_mask, tgt_mask); `forward` builds both masks from `pad_id` and returns `generator(decode(...))`: raw logits, no softmax.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `src_mask, tgt_mask = make_padding_mask(src, self.pad_id), make_decoder_mask(tgt, self.pad_id)`
+#
+# </details>
+#
+# **Check yourself:** Why does `forward` return logits rather than probabilities?
+#
+# <details><summary>Answer</summary>
+#
+# The loss applies `log_softmax` itself, which is more accurate than taking the log of a softmax; greedy decoding only needs the argmax, which is the same either way.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "Transformer", "locked": false, "schema_version": 3, "solution": true}
 class Transformer(nn.Module):

@@ -106,6 +106,33 @@ print(tgt.shape, "= (B, T + 1)")
 # **Exercise 1.** `shift_right(tgt, bos_id)`: prepend `bos_id` and drop the last token, so
 # the output has the same shape as the input.
 
+# %% [markdown]
+# **Stuck on `shift_right`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1 ("the output embeddings are offset by one position").
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# The decoder should see, at step t, only the tokens before t.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Put `bos_id` in front and drop the last token, so the length stays `T`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], dim=1)`
+#
+# </details>
+#
+# **Check yourself:** For `tgt = [[7, 8, 9]]` and `bos_id = 1`, what is the result?
+#
+# <details><summary>Answer</summary>
+#
+# `[[1, 7, 8]]`.
+#
+# </details>
+
 # %% nbgrader={"grade": false, "grade_id": "shift_right", "locked": false, "schema_version": 3, "solution": true}
 def shift_right(tgt: torch.Tensor, bos_id: int) -> torch.Tensor:
     """The decoder input for teacher forcing: ``bos_id`` prepended, the last token dropped.
@@ -143,6 +170,33 @@ _checks.check_shift_right(globals())
 # tensors are slices of it: `decoder_input = tgt[:, :-1]` and `labels = tgt[:, 1:]`.
 #
 # **Exercise 2.** `make_teacher_forcing_batch(tgt, pad_id)` returns `(decoder_input, labels)`.
+
+# %% [markdown]
+# **Stuck on `make_teacher_forcing_batch`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1 and §5 (training with the true previous tokens).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# One padded row holds both what the decoder reads and what it must predict.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# The row is `<bos> y_1 .. y_n <eos> <pad>..`: the decoder input drops the last column, the labels drop the first, so the label at position t is the token after input t.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `return tgt[:, :-1], tgt[:, 1:]`
+#
+# </details>
+#
+# **Check yourself:** At the position where the decoder input is `<eos>` or padding, what is the label, and why is that fine?
+#
+# <details><summary>Answer</summary>
+#
+# Padding, which the loss ignores (`ignore_index=pad_id`), so those positions cost nothing.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "make_teacher_forcing_batch", "locked": false, "schema_version": 3, "solution": true}
 def make_teacher_forcing_batch(tgt: torch.Tensor, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,6 +249,33 @@ _checks.check_make_teacher_forcing_batch(globals())
 # step 0 the formula divides by zero.
 #
 # **Exercise 3.** `noam_lr(step, d_model, warmup_steps)` returns the rate as a float.
+
+# %% [markdown]
+# **Stuck on `noam_lr`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §5.3, Eq. (3).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Two regimes: a linear warm-up, then a slow decay. The formula takes the smaller of the two.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# `d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)`; steps count from 1 (step 0 would divide by zero), so reject `step < 1` with a `ValueError`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)`
+#
+# </details>
+#
+# **Check yourself:** At which step is the rate highest?
+#
+# <details><summary>Answer</summary>
+#
+# At `step == warmup_steps`, where the two terms are equal.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "noam_lr", "locked": false, "schema_version": 3, "solution": true}
 def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
@@ -252,6 +333,33 @@ _checks.check_noam_lr(globals())
 # **Exercise 4.** `LabelSmoothingLoss(smoothing, ignore_index)`: its forward takes logits
 # `(N, V)` or `(B, T, V)` and targets `(N,)` or `(B, T)` and returns the mean loss over
 # the targets that are not `ignore_index`. Use `F.log_softmax` (numerically stable).
+
+# %% [markdown]
+# **Stuck on `LabelSmoothingLoss`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §5.4 (label smoothing, $\epsilon_{ls} = 0.1$).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# The target distribution puts `1 - smoothing` on the right token and spreads `smoothing` uniformly over all V classes.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Per target: `(1 - s) * (-log p[y]) + s * mean over classes of (-log p)`; use `log_softmax` on the logits; average over the targets that are not `ignore_index`. It must equal `F.cross_entropy(..., label_smoothing=s, ignore_index=...)`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `loss = (1 - s) * nll + s * (-log_probs.mean(dim=-1))`, then `(loss * keep).sum() / keep.sum()`
+#
+# </details>
+#
+# **Check yourself:** Why divide by the number of kept targets rather than by `B * T`?
+#
+# <details><summary>Answer</summary>
+#
+# Padding positions are not targets; counting them would make the loss depend on how much padding a batch has.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "LabelSmoothingLoss", "locked": false, "schema_version": 3, "solution": true}
 class LabelSmoothingLoss(nn.Module):
@@ -346,6 +454,33 @@ print("Notice: with ε > 0 each curve has a minimum below 1; with ε = 0 the los
 # bf16, about twice as fast; bf16 keeps float32's range, so no loss scaling is needed).
 #
 # **Exercise 5.** Write `train_epoch`.
+
+# %% [markdown]
+# **Stuck on `train_epoch`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §5 (training), §5.3 (schedule).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# The standard PyTorch loop, with the teacher-forcing split in the middle.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# For each batch: move to `device`, split with `make_teacher_forcing_batch`, compute logits and loss, `zero_grad`, `backward`, clip the gradient norm, `optimizer.step()`, then `scheduler.step()`. Return the loss averaged per target token over the epoch.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `total_loss += loss.item() * tokens` where `tokens = (labels != pad_id).sum()`; return `total_loss / total_tokens`
+#
+# </details>
+#
+# **Check yourself:** Why weight each batch's loss by its number of tokens?
+#
+# <details><summary>Answer</summary>
+#
+# Batches hold different numbers of real tokens; the per-token mean of the epoch is then independent of how the data was cut into batches.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "train_epoch", "locked": false, "schema_version": 3, "solution": true}
 def train_epoch(model, loader, optimizer, scheduler, loss_fn, device) -> float:
@@ -453,6 +588,33 @@ _checks.check_train_epoch(globals())
 #
 # **Exercise 6.** Write `greedy_decode(model, src, max_len, bos_id, eos_id)`. Use
 # `model.encode`, `model.decode`, `model.generator` and the masks of notebook 04.
+
+# %% [markdown]
+# **Stuck on `greedy_decode`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §6.1 (the paper uses beam search; greedy is its width-1 case).
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Encode once, then grow the output one token at a time.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# Start with a column of `bos_id`; at each step decode the whole prefix with the causal mask, take the argmax of the last position's logits and append it. Rows that produced `eos_id` get padding afterwards; stop when all rows are done or at `max_len`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `next_token = model.generator(model.decode(out, memory, src_mask, tgt_mask)[:, -1]).argmax(-1)`
+#
+# </details>
+#
+# **Check yourself:** Why is `memory` computed once, outside the loop?
+#
+# <details><summary>Answer</summary>
+#
+# The source does not change while decoding; re-encoding it at every step would give the same result at much greater cost.
+#
+# </details>
 
 # %% nbgrader={"grade": false, "grade_id": "greedy_decode", "locked": false, "schema_version": 3, "solution": true}
 @torch.no_grad()
