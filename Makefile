@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 OUT ?= out/sample_class
 TIMEOUT ?= 20
 
-.PHONY: install build grade test bench lint clean
+.PHONY: install build grade test bench book browser lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,14 @@ test: install
 
 bench: install
 	$(BIN)/python -m transformer_course.bench
+
+# A static HTML book of the executed solutions: build/book/_build/html/index.html
+book: install
+	$(BIN)/python -m transformer_course.book
+
+# Chromium for the browser test (tests/test_browser.py); the test skips, saying why, without it.
+browser: install
+	bash scripts/install_browser.sh
 
 lint: install
 	$(BIN)/ruff check .

@@ -28,6 +28,7 @@ from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo, exercise_of
 # otherwise print once per notebook between the progress bar's lines.
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
 HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
+STUB_MESSAGE = "not written yet: replace this line with your code, run the cell, then the tests below it"
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
 
@@ -261,7 +262,8 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.CourseDirectory.ignore = [
         ".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", f"*{SOURCE_SUFFIX}",
     ]
-    c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    # The stub's message is what a student sees first when the visible tests run on it.
+    c.ClearSolutions.code_stub = {"python": f"# YOUR CODE HERE\nraise NotImplementedError({STUB_MESSAGE!r})"}
     c.Execute.timeout = timeout
     c.Execute.interrupt_on_timeout = True
     c.Execute.extra_arguments = KERNEL_ARGS

@@ -164,6 +164,20 @@ _checks.check_softmax(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# Your `softmax` at work on three rows of scores: a flat row, a moderate one and one
+# with a clear winner.
+
+# %%
+demo_scores = torch.tensor([[1.0, 1.0, 1.0, 1.0], [2.0, 1.0, 0.5, 0.0], [6.0, 1.0, 0.5, 0.0]])
+fig, ax = plt.subplots(figsize=(4.5, 2.6))
+sns.heatmap(softmax(demo_scores, dim=-1), annot=True, fmt=".2f", cmap="viridis", vmin=0, vmax=1, ax=ax,
+            yticklabels=["flat", "moderate", "clear winner"], cbar_kws={"label": "weight"})
+ax.set(xlabel="position j", title="softmax(scores, dim=-1)")
+plt.show()
+print("Notice: each row sums to 1; equal scores share the weight equally, and a score a few units "
+      "above the rest takes almost all of it.")
+
+# %% [markdown]
 # ## 2. Attention scores: how well does each query match each key?
 #
 # The similarity of a query $q$ and a key $k$ is their dot product $q \cdot k =

@@ -1,0 +1,95 @@
+"""``make book``: a static HTML book of the executed solution notebooks, for self-learners.
+
+Jupyter Book 1 (Sphinx + MyST-NB) renders ``solutions/*.ipynb`` as they are committed: no
+notebook is executed again, so the book shows the same figures and training run as the
+repository. Output: ``build/book/_build/html/index.html``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+from .layout import Repo
+
+INTRO = """# Build a Transformer
+
+Seven notebooks that build the Transformer of *Attention Is All You Need* (Vaswani et al.,
+2017) piece by piece in PyTorch, then train it to translate German to English on Multi30k.
+These are the **solution notebooks, executed**: every exercise answered, every figure and
+the training run as the course ships them. To work the exercises yourself, open the student
+notebooks in `course/` (JupyterLab, Colab or Binder: see the repository's README).
+
+```{tableofcontents}
+```
+"""
+
+
+def _title(notebook: Path) -> str:
+    nb = nbformat.read(notebook, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return notebook.stem
+
+
+def write_sources(repo: Repo, src: Path) -> list[str]:
+    """The book's source folder: config, table of contents, intro and the solution notebooks.
+    Returns the chapter names, in course order."""
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    chapters = []
+    for assignment in repo.assignments():
+        notebook = repo.solutions / f"{assignment.notebook}.ipynb"
+        shutil.copyfile(notebook, src / notebook.name)
+        chapters.append(notebook.stem)
+    (src / "intro.md").write_text(INTRO)
+    (src / "_toc.yml").write_text(
+        "format: jb-book\nroot: intro\nchapters:\n" + "".join(f"  - file: {c}\n" for c in chapters))
+    (src / "_config.yml").write_text(
+        "title: Build a Transformer\n"
+        "author: The transformer-course authors\n"
+        "only_build_toc_files: true\n"
+        "execute:\n  execute_notebooks: 'off'\n"
+        "sphinx:\n  config:\n    html_show_copyright: false\n    suppress_warnings: ['mystnb.unknown_mime_type']\n"
+    )
+    return chapters
+
+
+def build_book(repo: Repo | None = None, out: Path | None = None) -> Path:
+    """Build the book; returns the path of its first page.
+
+    Raises:
+        RuntimeError: Jupyter Book failed (its output is in the message).
+    """
+    repo = repo or Repo()
+    out = out or repo.root / "build" / "book"
+    src = out / "src"
+    write_sources(repo, src)
+    command = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(src), "--path-output", str(out),
+               "--builder", "html", "--quiet"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    index = out / "_build" / "html" / "index.html"
+    if result.returncode != 0 or not index.is_file():
+        raise RuntimeError(f"jupyter-book failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.book", description=__doc__)
+    parser.add_argument("--out", default=None, help="output folder (default build/book)")
+    args = parser.parse_args(argv)
+    index = build_book(out=Path(args.out) if args.out else None)
+    print(f"book: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

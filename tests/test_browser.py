@@ -1,0 +1,173 @@
+"""A student in JupyterLab, in a real (headless) Chromium: run the stubs, see a test fail
+with a clear message, fill one stub, run again, see its test pass and its heatmap render.
+Also: nbgrader's JupyterLab extensions load, and the book's first page renders.
+
+Needs Chromium (`make browser` installs Debian's package) and Playwright (a dev pin);
+skips with the reason otherwise. Screenshots go to build/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+A01 = "01_self_attention"
+SOFTMAX = (
+    "def softmax(x, dim=-1):\n"
+    "    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n"
+    "    return e / e.sum(dim=dim, keepdim=True)\n"
+)
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium: run `make browser` (Debian's chromium "
+                                "package) or set CHROMIUM=/path/to/chromium")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 (random port, token auth) over a copy of course/ and autograder/."""
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copytree(ROOT / "course" / A01, root / A01)
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".jupyter"), JUPYTER_RUNTIME_DIR=str(root / ".runtime"))
+    log = open(root / "lab.log", "w")
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"JupyterLab exited: {(root / 'lab.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        else:
+            pytest.fail("JupyterLab did not start in 60 s")
+        yield base, token, root
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (a dev pin)")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        yield chromium
+        chromium.close()
+
+
+def _dismiss_news(page) -> None:
+    """JupyterLab asks once whether to fetch Jupyter news; answer no (it would cover the notebook)."""
+    no = page.get_by_role("button", name="No", exact=True)
+    if no.count() and no.first.is_visible():
+        no.first.click()
+
+
+def _run_all(page) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    # Wait until the kernel has gone busy and back to idle.
+    page.wait_for_timeout(1500)
+    page.wait_for_function(
+        "() => !document.querySelector('.jp-Notebook .jp-InputArea-prompt') || "
+        "![...document.querySelectorAll('.jp-InputArea-prompt')].some(p => p.textContent.includes('*'))",
+        timeout=120_000)
+
+
+def _output_of(page, marker: str):
+    """The output area of the code cell whose source contains ``marker``."""
+    cell = page.locator(".jp-CodeCell", has=page.locator(".cm-content", has_text=marker)).first
+    return cell.locator(".jp-OutputArea")
+
+
+def test_student_runs_fails_fills_and_passes(lab, browser):
+    base, token, _ = lab
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{base}/lab/tree/{A01}/{A01}.ipynb?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=90_000)
+    page.wait_for_timeout(1000)
+    _dismiss_news(page)
+
+    _run_all(page)
+    failure = _output_of(page, "softmax: visible tests passed")
+    failure.locator("[data-mime-type='application/vnd.jupyter.stderr']").wait_for(timeout=60_000)
+    failure.scroll_into_view_if_needed()
+    text = failure.text_content() or ""
+    assert "NotImplementedError" in text and "replace this line with your code" in text
+    assert len(text.splitlines()) < 40, f"a wall of traceback ({len(text.splitlines())} lines)"
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(SHOTS / "01-stub-fails.png"))
+
+    editor = page.locator(".jp-CodeCell", has=page.locator(".cm-content", has_text="def softmax(")).first
+    editor.locator(".cm-content").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(SOFTMAX)
+    page.keyboard.press("Escape")
+    _run_all(page)
+    passed = _output_of(page, "softmax: visible tests passed")
+    passed.get_by_text("softmax: visible tests passed").wait_for(timeout=60_000)
+    heatmap = _output_of(page, "demo_scores = torch.tensor").locator("img")
+    heatmap.first.wait_for(timeout=60_000)
+    assert heatmap.first.evaluate("img => img.naturalWidth") > 100
+    heatmap.first.scroll_into_view_if_needed()
+    page.wait_for_timeout(1000)  # JupyterLab renders cells as they scroll into view
+    page.screenshot(path=str(SHOTS / "02-stub-filled-passes.png"))
+    page.close()
+
+
+def test_nbgrader_extensions_load(lab, browser):
+    base, token, _ = lab
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(f"{base}/lab?token={token}")
+    page.wait_for_selector(".lm-MenuBar-itemLabel", timeout=90_000)
+    menu = page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader")
+    menu.first.click()
+    labels = page.locator(".lm-Menu-itemLabel").all_inner_texts()
+    assert any("Formgrader" in label for label in labels), labels
+    assert any("Assignment List" in label for label in labels), labels
+    page.screenshot(path=str(SHOTS / "03-nbgrader-menu.png"))
+    page.close()
+
+
+def test_book_first_page_renders(repo, browser, tmp_path):
+    from transformer_course.book import build_book
+
+    index = build_book(repo, tmp_path / "book")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(index.as_uri())
+    page.wait_for_selector("text=Build a Transformer")
+    assert page.locator("a[href='01_self_attention.html']").count() >= 1
+    page.screenshot(path=str(SHOTS / "04-book.png"))
+    page.close()
