@@ -23,12 +23,23 @@ def _pins(lines) -> dict[str, str]:
     return pins
 
 
-def test_environment_yml_matches_pyproject():
+@pytest.mark.parametrize("path", ["environment.yml", "binder/environment.yml"])
+def test_environment_yml_matches_pyproject(path):
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = _pins(project["dependencies"] + project["optional-dependencies"]["dev"])
-    text = (ROOT / "environment.yml").read_text()
+    text = (ROOT / path).read_text()
     pip_lines = re.findall(r"^\s+- ([A-Za-z0-9_.-]+==\S+)\s*$", text, flags=re.M)
     assert _pins(pip_lines) == wanted
+
+
+def test_binder_badge_opens_jupyterlab_on_course():
+    from transformer_course.layout import GITHUB_REPO
+
+    readme = (ROOT / "README.md").read_text()
+    badge = re.search(r"\(https://mybinder\.org/v2/gh/([^/]+/[^/]+)/main\?urlpath=lab/tree/([^)]+)\)", readme)
+    assert badge, "no Binder badge in README.md"
+    assert badge.group(1) == GITHUB_REPO and (ROOT / badge.group(2)).is_dir()
+    assert "download.pytorch.org/whl/cpu" in (ROOT / "binder" / "environment.yml").read_text()
 
 
 def test_makefile_installs_the_pinned_torch():
