@@ -167,3 +167,22 @@ def test_training_run_is_kept_while_code_cells_are_unchanged(repo, tmp_path):
     next(c for c in nb.cells if c.cell_type == "code").source += "\nprint('changed')"
     nbformat.write(nb, tmp_path / "changed.ipynb")
     assert _kept_training_run(assignment, tmp_path / "changed.ipynb", executed=True) is None
+
+
+# Colour maps readable with the common colour-vision deficiencies (perceptually uniform or grey;
+# RdBu for signed values). Line colours come from seaborn's "colorblind" palette (set_theme).
+COLOURBLIND_SAFE = {"viridis", "cividis", "magma", "inferno", "Greys", "RdBu_r", "RdBu"}
+
+
+def test_figures_are_labelled_captioned_and_colour_blind_safe(repo):
+    for assignment in repo.assignments():
+        nb = nbformat.read(repo.solutions / f"{assignment.notebook}.ipynb", as_version=4)
+        assert any('palette="colorblind"' in c.source for c in nb.cells if c.cell_type == "code"), assignment.name
+        for cell in nb.cells:
+            if cell.cell_type != "code" or not any("image/png" in o.get("data", {}) for o in cell.outputs):
+                continue
+            where = f"{assignment.name}: figure cell starting {cell.source[:60]!r}"
+            assert re.search(r"xlabel|set_xlabel", cell.source), f"{where} has no axis labels"
+            assert "Notice" in cell.source, f"{where} has no one-line caption saying what to notice"
+            for cmap in re.findall(r'cmap="([^"]+)"', cell.source):
+                assert cmap in COLOURBLIND_SAFE, f"{where} uses colour map {cmap}"

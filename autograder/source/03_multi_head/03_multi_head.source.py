@@ -491,3 +491,5 @@ plt.tight_layout()
 plt.show()
 for length, s in zip(lengths[1:], seconds[1:], strict=True):
     print(f"L={length:5d}: {s * 1000:7.1f} ms, x{s / seconds[lengths.index(length) - 1]:.1f} vs L/2")
+print("Notice: on log-log axes a quadratic cost is a line of slope 2; doubling L roughly "
+      "quadruples the memory, and the time once L is large enough to dominate.")
