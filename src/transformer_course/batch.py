@@ -38,15 +38,22 @@ from pathlib import Path
 from typing import Any
 
 from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
 from tqdm.auto import tqdm
 
 from . import __version__
 from .build import convert_sources
-from .grade import ExerciseResult, Grader, SubmissionResult, discover, find_submission, one_line
+from .grade import (
+    ExerciseResult,
+    Grader,
+    SubmissionResult,
+    discover,
+    fallback_html,
+    find_submission,
+    one_line,
+    zero_scores,
+)
 from .layout import Assignment, Repo
-from .nbgrader_setup import make_config, tools_on_path
+from .nbgrader_setup import generated_course
 
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
 
@@ -113,10 +120,9 @@ def grade_task(root: str, timeout: int, memory_mb: int, threads: int, work_root:
 def _failure(task: Task, assignment: Assignment, error: BaseException) -> dict:
     """The payload for a task the grader itself failed on: a zero with the reason, never a lost row."""
     reason = "crashed: the grader failed on this notebook: " + one_line(f"{type(error).__name__}: {error}", 200)
-    exercises = [ExerciseResult(e, 0.0, assignment.max_score(e), reason) for e in assignment.exercises]
-    result = SubmissionResult(task.student_id, task.assignment, "crashed", reason, exercises)
-    html = f"<!DOCTYPE html><html><body><p>{reason}</p></body></html>\n"
-    return {"result": asdict(result), "cells": {}, "feedback": html, "fingerprint": "", "autograded": None}
+    result = SubmissionResult(task.student_id, task.assignment, "crashed", reason, zero_scores(assignment, reason))
+    return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result), "fingerprint": "",
+            "autograded": None}
 
 
 class ClassBook:
@@ -125,16 +131,7 @@ class ClassBook:
 
     def __init__(self, root: Path, repo: Repo):
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        config = make_config(root, repo)
-        self.coursedir = CourseDirectory(config=config)
-        api = NbGraderAPI(self.coursedir, config=config)
-        tools_on_path()
-        for assignment in repo.assignments():
-            result = api.generate_assignment(assignment.name, force=True, create=True)
-            if not result["success"]:
-                log = result.get("log") or result.get("error")
-                raise RuntimeError(f"nbgrader generate_assignment {assignment.name} failed:\n{log}")
+        self.coursedir = generated_course(root, repo, repo.assignments()).coursedir
 
     def record(self, assignment: Assignment, payload: dict) -> None:
         result = payload["result"]

@@ -14,13 +14,11 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
 from .layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo
-from .nbgrader_setup import KERNEL_ARGS, environ, make_config, tools_on_path
+from .nbgrader_setup import KERNEL_ARGS, environ, generated_course
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -87,13 +85,8 @@ def convert_sources(repo: Repo) -> list[Assignment]:
 
 def release(repo: Repo, course_dir: Path, work: Path) -> None:
     """Run nbgrader generate_assignment for every assignment and copy the release."""
-    tools_on_path()
-    config = make_config(work, repo)
-    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    generated_course(work, repo, repo.assignments(), error=BuildError)
     for assignment in repo.assignments():
-        result = api.generate_assignment(assignment.name, force=True, create=True)
-        if not result["success"]:
-            raise BuildError(f"nbgrader generate_assignment {assignment.name} failed:\n{result['log']}")
         target = course_dir / assignment.name
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(work / "release" / assignment.name, target)

@@ -21,7 +21,7 @@ import nbformat
 from .batch import grade_class
 from .catalogue import CORRECT, MISTAKES
 from .grade import SubmissionResult
-from .layout import Assignment, Repo
+from .layout import Repo
 
 # Students import what they use; the catalogue's code assumes these names.
 IMPORTS = "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
@@ -87,8 +87,8 @@ def write_class(repo: Repo, submitted: Path) -> dict[tuple[str, str], list[Case]
     return packed
 
 
-def outcomes(packed: dict[tuple[str, str], list[Case]], results: list[SubmissionResult],
-             assignments: dict[str, Assignment]) -> tuple[list[Outcome], list[str]]:
+def outcomes(packed: dict[tuple[str, str], list[Case]], results: list[SubmissionResult]
+             ) -> tuple[list[Outcome], list[str]]:
     """Per case, its exercise's score and feedback; and the exercises without a case that lost
     points (each one a mistake charged to the wrong exercise, or a grader fault)."""
     by_key = {(r.student_id, r.assignment): r for r in results}
@@ -127,4 +127,4 @@ def grade_catalogue(repo: Repo, work: Path, timeout: int = 20, workers: int | No
     results = grade_class(work / "submitted", work / "out", repo, timeout=timeout, progress=False,
                           workers=workers)
     results = [r for r in results if (r.student_id, r.assignment) in packed]
-    return outcomes(packed, results, {a.name: a for a in repo.assignments()})
+    return outcomes(packed, results)

@@ -16,12 +16,10 @@ from pathlib import Path
 
 import nbformat
 from nbgrader.api import Gradebook
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
 
 from .build import convert_sources
 from .layout import SOURCE_SUFFIX, Assignment, Repo
-from .nbgrader_setup import make_config, reference_on_path, tools_on_path
+from .nbgrader_setup import generated_course, reference_on_path
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
 warnings.filterwarnings("ignore", message="Object of type <Submitted")
@@ -61,7 +59,7 @@ def one_line(text: str, limit: int = MAX_FEEDBACK) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _zero(assignment: Assignment, reason: str) -> list[ExerciseResult]:
+def zero_scores(assignment: Assignment, reason: str) -> list[ExerciseResult]:
     return [ExerciseResult(e, 0.0, assignment.max_score(e), reason) for e in assignment.exercises]
 
 
@@ -131,15 +129,12 @@ def upstream_note(assignment: Assignment, exercise: str, results: list[ExerciseR
     """
     lost = {r.exercise for r in results if r.score < r.max_score}
     wrong = [u for u in assignment.upstream.get(exercise, []) if u in lost]
-    if not wrong or explain_is_not_attempted(results, exercise):
+    own = next(r for r in results if r.exercise == exercise)
+    if not wrong or own.feedback.startswith("not attempted"):
         return ""
     names = ", ".join(f"`{u}`" for u in wrong)
     return (f" Note: {exercise} builds on your {names}, which lost points too (see its feedback); "
             f"it was graded with the reference {names}, so this mistake is in {exercise} itself.")
-
-
-def explain_is_not_attempted(results: list[ExerciseResult], exercise: str) -> bool:
-    return any(r.exercise == exercise and r.feedback.startswith("not attempted") for r in results)
 
 
 class Grader:
@@ -160,14 +155,9 @@ class Grader:
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", f"*{SOURCE_SUFFIX}")
         shutil.copytree(self.repo.source, work / "source", ignore=ignore)
         shutil.copytree(self.repo.reference, work / "reference", ignore=ignore)
-        config = make_config(work, self.repo, timeout, memory_mb, source=work / "source")
-        self.coursedir = CourseDirectory(config=config)
-        self.api = NbGraderAPI(self.coursedir, config=config)
-        tools_on_path()
-        for assignment in self.assignments:
-            result = self.api.generate_assignment(assignment.name, force=True, create=True)
-            if not result["success"]:
-                raise RuntimeError(f"nbgrader generate_assignment {assignment.name} failed:\n{result['log']}")
+        self.api = generated_course(work, self.repo, self.assignments, timeout=timeout, memory_mb=memory_mb,
+                                    source=work / "source")
+        self.coursedir = self.api.coursedir
         self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
 
     def _reset(self) -> None:
@@ -204,7 +194,6 @@ class Grader:
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
         autograded = self.work / "autograded" / student_id / assignment.name / f"{assignment.notebook}.ipynb"
-        autograded.unlink(missing_ok=True)
         with reference_on_path(self.work / "reference"):
             log = self.api.autograde(assignment.name, student_id, force=True, create=True)
         if not autograded.is_file():  # nbgrader drops the notebook when the kernel dies
@@ -227,7 +216,7 @@ class Grader:
 
     def _failed(self, student_id: str, assignment: Assignment, status: str, reason: str,
                 feedback_dir: Path | None) -> SubmissionResult:
-        result = SubmissionResult(student_id, assignment.name, status, reason, _zero(assignment, reason))
+        result = SubmissionResult(student_id, assignment.name, status, reason, zero_scores(assignment, reason))
         return self._finish(result, feedback_dir)
 
     def _exercise_results(self, student_id: str, assignment: Assignment, autograded: Path,
@@ -268,11 +257,11 @@ class Grader:
         if result.status == "graded" and made.is_file():
             shutil.copyfile(made, dest)
         else:
-            dest.write_text(_fallback_html(result))
+            dest.write_text(fallback_html(result))
         return result
 
 
-def _fallback_html(result: SubmissionResult) -> str:
+def fallback_html(result: SubmissionResult) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(e.exercise)}</td><td>{e.score:g} / {e.max_score:g}</td></tr>"
         for e in result.exercises

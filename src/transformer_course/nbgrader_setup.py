@@ -17,7 +17,9 @@ from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
+from nbgrader.apps import NbGraderAPI
 from nbgrader.converters import Autograde
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, OverwriteCells
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
@@ -124,10 +126,10 @@ class UnguardNotebook(Preprocessor):
         secret = resources.pop("course_guard", None)
         if secret is None:
             return nb, resources
-        for cell in nb.cells:
-            if cell.metadata.get("course_guard") and any(o.get("output_type") == "error" for o in cell.outputs):
-                raise RuntimeError("the grader's guard could not be installed: "
-                                   + next(o.get("evalue", "") for o in cell.outputs if o.get("output_type") == "error"))
+        for cell in (c for c in nb.cells if c.metadata.get("course_guard")):
+            failed = [o for o in cell.outputs if o.get("output_type") == "error"]
+            if failed:
+                raise RuntimeError("the grader's guard could not be installed: " + failed[0].get("evalue", ""))
         nb.cells = [c for c in nb.cells if not c.metadata.get("course_guard")]
         for cell in nb.cells:
             original = cell.metadata.pop("course_guard_source", None)
@@ -280,6 +282,26 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     return c
+
+
+def generated_course(course_root: Path, repo: Repo, assignments: list, error: type[Exception] = RuntimeError,
+                     **options) -> NbGraderAPI:
+    """nbgrader's API on ``course_root`` (created if missing) after ``generate_assignment`` of
+    every assignment (release/ and gradebook); ``options`` go to :func:`make_config`.
+
+    Raises:
+        error: when nbgrader fails on an assignment (with nbgrader's log).
+    """
+    course_root.mkdir(parents=True, exist_ok=True)
+    tools_on_path()
+    config = make_config(course_root, repo, **options)
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    for assignment in assignments:
+        result = api.generate_assignment(assignment.name, force=True, create=True)
+        if not result["success"]:
+            log = result.get("log") or result.get("error")
+            raise error(f"nbgrader generate_assignment {assignment.name} failed:\n{log}")
+    return api
 
 
 def tools_on_path() -> None:
