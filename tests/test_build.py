@@ -153,20 +153,31 @@ def test_provided_blocks_hold_only_earlier_notebooks(repo):
                 assert set(earlier.exercises) <= defined, f"{assignment.name} lacks blocks of {earlier.name}"
 
 
-def test_training_run_is_kept_while_code_cells_are_unchanged(repo, tmp_path):
-    """Text cells come fresh from the source; a changed code cell means running it again."""
-    from transformer_course.build import _kept_training_run
+def test_committed_solutions_are_up_to_date_and_kept(repo, tmp_path):
+    """Each committed solution ran with today's code and shipped files, so a build keeps it as it
+    is (`make grade` leaves solutions/ untouched); a changed code cell means running it again."""
+    from transformer_course.build import _kept_run
 
-    assignment = next(a for a in repo.assignments() if a.trains)
-    committed = repo.solutions / f"{assignment.notebook}.ipynb"
-    kept = _kept_training_run(assignment, committed, executed=True)
-    assert kept is not None, "solutions/07 is stale: run `transformer-course build --retrain`"
-    old = [c for c in nbformat.read(committed, as_version=4).cells if c.cell_type == "code"]
-    assert [c.outputs for c in kept.cells if c.cell_type == "code"] == [c.outputs for c in old]
-    nb = nbformat.read(committed, as_version=4)
+    for assignment in repo.assignments():
+        committed = repo.solutions / f"{assignment.notebook}.ipynb"
+        kept = _kept_run(assignment, committed)
+        assert kept is not None, (f"solutions/{committed.name} is stale: run `transformer-course build`"
+                                  + (" --retrain" if assignment.trains else ""))
+        assert nbformat.writes(kept) + "\n" == committed.read_text(), f"a build would rewrite {committed.name}"
+    assignment = repo.assignment("01_self_attention")
+    nb = nbformat.read(repo.solutions / "01_self_attention.ipynb", as_version=4)
     next(c for c in nb.cells if c.cell_type == "code").source += "\nprint('changed')"
     nbformat.write(nb, tmp_path / "changed.ipynb")
-    assert _kept_training_run(assignment, tmp_path / "changed.ipynb", executed=True) is None
+    assert _kept_run(assignment, tmp_path / "changed.ipynb") is None
+
+
+def test_executed_solutions_have_merged_streams(repo):
+    """One stream output per stream and cell: the same text never splits differently between runs."""
+    for assignment in repo.assignments():
+        nb = nbformat.read(repo.solutions / f"{assignment.notebook}.ipynb", as_version=4)
+        for cell in (c for c in nb.cells if c.cell_type == "code"):
+            names = [o.name for o in cell.outputs if o.output_type == "stream"]
+            assert all(a != b for a, b in zip(names, names[1:], strict=False)), (assignment.name, cell.source[:60])
 
 
 # Colour maps readable with the common colour-vision deficiencies (perceptually uniform or grey;

@@ -22,6 +22,7 @@ repository and ``OUT`` at the same paths.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import io
@@ -31,6 +32,7 @@ import os
 import shutil
 import socket
 import tempfile
+import traceback
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -52,7 +54,7 @@ from .grade import (
     one_line,
     zero_scores,
 )
-from .layout import Assignment, Repo
+from .layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
 from .nbgrader_setup import generated_course
 
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
@@ -117,12 +119,23 @@ def grade_task(root: str, timeout: int, memory_mb: int, threads: int, work_root:
             "autograded": autograded.read_bytes() if autograded.is_file() else None}
 
 
-def _failure(task: Task, assignment: Assignment, error: BaseException) -> dict:
-    """The payload for a task the grader itself failed on: a zero with the reason, never a lost row."""
-    reason = "crashed: the grader failed on this notebook: " + one_line(f"{type(error).__name__}: {error}", 200)
-    result = SubmissionResult(task.student_id, task.assignment, "crashed", reason, zero_scores(assignment, reason))
+def _missing(task: Task, assignment: Assignment) -> dict:
+    """The payload of a pair with nothing handed in: no kernel, no worker needed."""
+    result = SubmissionResult(task.student_id, task.assignment, "missing", task.note,
+                              zero_scores(assignment, task.note))
+    return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result),
+            "fingerprint": task.fingerprint, "autograded": None}
+
+
+def _grader_error(task: Task, assignment: Assignment, error: BaseException) -> dict:
+    """The payload for a task the grader itself failed on. Its status says so: it is not the
+    student's zero, it is not recorded (the next run grades it again), and it is logged."""
+    reason = (f"{GRADER_ERROR}: this notebook could not be graded because the grader failed "
+              f"({one_line(f'{type(error).__name__}: {error}', 160)}); it is not the student's score")
+    result = SubmissionResult(task.student_id, task.assignment, GRADER_ERROR, reason, zero_scores(assignment, reason))
+    trace = "".join(traceback.format_exception(error))
     return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result), "fingerprint": "",
-            "autograded": None}
+            "autograded": None, "traceback": trace}
 
 
 class ClassBook:
@@ -173,8 +186,10 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
 
     cluster = None
     if scheduler is None:
+        # CRITICAL: a task's failure comes back through its future; what workers would log
+        # besides is shutdown noise (heartbeats to a scheduler that has just closed).
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+                               silence_logs=logging.CRITICAL)
     client = Client(scheduler or cluster)
     try:
         futures = {client.submit(grade_task, *run_args, task, pure=False, retries=1,
@@ -186,9 +201,22 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
             except Exception as exc:
                 yield futures[future], exc
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        with _quiet("distributed"):
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Silence a library's logger in this process for the block (Dask's shutdown chatter)."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30, progress: bool = True,
@@ -212,12 +240,13 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         FileNotFoundError, ValueError: see :func:`~.grade.discover`.
     """
     repo = repo or Repo()
+    submitted, out = submitted.resolve(), out.resolve()  # workers and nbgrader run elsewhere
     out.mkdir(parents=True, exist_ok=True)
     assignments = {a.name: a for a in convert_sources(repo)}
     pairs = discover(submitted, list(assignments.values()))
     version = grader_version(repo, timeout, memory_mb)
     records: dict[tuple[str, str], dict] = {}
-    tasks = []
+    tasks, missing = [], []
     for student_id, assignment, folder in pairs:
         path, note = find_submission(folder, assignment)
         data = path.read_bytes() if path else None
@@ -233,8 +262,15 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
                     continue
             except (json.JSONDecodeError, OSError):
                 pass  # a damaged record is graded again
-        tasks.append(Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint))
+        task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint)
+        (tasks if path else missing).append(task)
     book = ClassBook(out / "nbgrader", repo)
+    errors_log = out / ERRORS_LOG
+    errors_log.unlink(missing_ok=True)  # this run's failures only
+    for task in missing:
+        payload = _missing(task, assignments[task.assignment])
+        _save(out, book, assignments[task.assignment], payload)
+        records[(task.student_id, task.assignment)] = payload
     workers = workers or os.cpu_count() or 1
     threads = max(1, (os.cpu_count() or 1) // workers) if scheduler is None else 1
     work_root = out / ".work"  # the workers' private nbgrader areas; removed at the end
@@ -245,8 +281,11 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     try:
         for task, payload in _run(tasks, run_args, workers, scheduler):
             if isinstance(payload, BaseException):
-                payload = _failure(task, assignments[task.assignment], payload)
-            _save(out, book, assignments[task.assignment], payload)
+                payload = _grader_error(task, assignments[task.assignment], payload)
+            if payload["result"]["status"] == GRADER_ERROR:
+                _log_error(errors_log, task, payload)
+            else:
+                _save(out, book, assignments[task.assignment], payload)
             records[(task.student_id, task.assignment)] = payload
             bar.update()
     finally:
@@ -258,6 +297,15 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     results = [_as_result(records[key]) for key in sorted(records)]
     write_csvs(results, out)
     return results
+
+
+def _log_error(log: Path, task: Task, payload: dict) -> None:
+    """Append one grader failure, with its traceback, to ``OUT/grader-errors.log``."""
+    result = payload["result"]
+    entry = (f"== {result['student_id']} {result['assignment']} ({task.filename}) ==\n{result['reason']}\n"
+             f"{payload.get('traceback', '').rstrip()}\n\n")
+    with open(log, "a") as f:
+        f.write(entry)
 
 
 def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> None:

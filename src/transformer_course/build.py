@@ -1,11 +1,13 @@
 """``transformer-course build``: sources -> ``course/`` (nbgrader release) and ``solutions/``.
 
-Deterministic: the same sources give byte-identical ``course/`` notebooks, and solution
-notebooks whose cell sources are identical (their outputs are re-computed on execution).
+Deterministic: the same sources give byte-identical ``course/`` notebooks. An executed
+solution is kept, byte for byte, while what its outputs depend on is unchanged, so a build
+on a clean checkout rewrites nothing; a solution whose code or shipped files changed runs again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import tempfile
@@ -14,6 +16,7 @@ from pathlib import Path
 import jupytext
 import nbformat
 from nbclient import NotebookClient
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
@@ -21,6 +24,7 @@ from .layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo
 from .nbgrader_setup import KERNEL_ARGS, environ, generated_course
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
+BUILD_KEY = "course_build"  # solution notebook metadata: the digest of the inputs it ran with
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
@@ -128,37 +132,60 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> nbforma
     return nb
 
 
+def shipped_files(assignment: Assignment) -> list[str]:
+    """Files students get beside the notebook: the earlier notebooks' blocks and provided files."""
+    return ([BLOCKS_MODULE] if assignment.uses_blocks else []) + assignment.provided
+
+
 def run_solution(assignment: Assignment, train_config: str | None = None) -> nbformat.NotebookNode:
     """The executed solution notebook, run in a scratch folder beside the files students get.
+
+    Consecutive stream outputs are merged, so the same run gives the same cells whatever
+    way the kernel happened to split its output into messages.
 
     Args:
         train_config: for a notebook that trains (07), the configuration to run
             (``gpu``, ``cpu``, ``tiny``; default: the notebook chooses by the hardware).
     """
     nb = solution_notebook(assignment)
-    shipped = ([BLOCKS_MODULE] if assignment.uses_blocks else []) + assignment.provided
     env = {TRAIN_CONFIG_ENV: train_config} if train_config else {}
     with environ(**env), tempfile.TemporaryDirectory(prefix="tc-solution-") as cwd:
-        for name in shipped:
+        for name in shipped_files(assignment):
             shutil.copyfile(assignment.source_file.with_name(name), Path(cwd) / name)
         # A training run's cells last minutes; the others are held to 10 minutes.
-        return execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
+        nb = execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
+    nb.metadata[BUILD_KEY] = {"inputs": solution_inputs(assignment)}
+    return nb
 
 
-def _kept_training_run(assignment: Assignment, target: Path, executed: bool) -> nbformat.NotebookNode | None:
-    """The notebook to keep for a training notebook whose code cells are unchanged since
-    ``target`` was written (and, if ``executed``, whose code cells all ran): the fresh
-    notebook (text cells from the source) with the committed code cells' outputs.
-    ``None`` when it must run again."""
+def solution_inputs(assignment: Assignment) -> str:
+    """A digest of what an executed solution's outputs depend on: its code cells and, except
+    for a training notebook, the files shipped beside it (a retrain takes many minutes, so a
+    training run is kept while its own code is unchanged; ``build --retrain`` redoes it)."""
+    digest = hashlib.sha256()
+    for cell in solution_notebook(assignment).cells:
+        if cell.cell_type == "code":
+            digest.update(cell.source.encode() + b"\0")
+    if not assignment.trains:
+        for name in shipped_files(assignment):
+            digest.update(name.encode() + b"\0" + assignment.source_file.with_name(name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _kept_run(assignment: Assignment, target: Path) -> nbformat.NotebookNode | None:
+    """The committed executed solution, with its text cells refreshed from the source, when
+    nothing its outputs depend on has changed (:func:`solution_inputs`); ``None`` when it must
+    run again. Keeping it keeps ``solutions/`` byte-stable: building twice changes nothing."""
     if not target.is_file():
         return None
     committed = nbformat.read(target, as_version=4)
-    old = [c for c in committed.cells if c.cell_type == "code"]
-    if executed and not all(c.execution_count for c in old):
+    if committed.metadata.get(BUILD_KEY, {}).get("inputs") != solution_inputs(assignment):
         return None
+    old = [c for c in committed.cells if c.cell_type == "code"]
     fresh = solution_notebook(assignment)
     new = [c for c in fresh.cells if c.cell_type == "code"]
-    if [c.source for c in old] != [c.source for c in new]:
+    if [c.source for c in old] != [c.source for c in new] or not all(c.execution_count for c in old):
         return None
     for cell, ran in zip(new, old, strict=True):  # outputs do not depend on text cells
         cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
@@ -173,16 +200,19 @@ def build(
     run_solutions: bool = True,
     retrain: bool = False,
     train_config: str | None = None,
+    rerun: bool = False,
 ) -> list[Assignment]:
     """Build ``course/`` and ``solutions/`` from ``autograder/source``.
 
     Args:
         repo: the repository (found from the working directory by default).
         course_dir, solutions_dir: where to write (default the repo's ``course/``, ``solutions/``).
-        run_solutions: execute solution notebooks (False writes them without outputs).
+        run_solutions: execute solution notebooks whose inputs changed (False writes those
+            without outputs; an executed solution that is up to date is kept either way).
         retrain: re-run a training notebook (07) even when its executed solution is up to date;
-            by default it is kept (a full run takes ~10 minutes) while its sources are unchanged.
+            by default it is kept (a full run takes ~10 minutes) while its code is unchanged.
         train_config: the training configuration for such a run (``gpu``, ``cpu``, ``tiny``).
+        rerun: execute every solution again, even those whose inputs are unchanged.
 
     Raises:
         BuildError: nbgrader could not generate a release.
@@ -200,11 +230,10 @@ def build(
         target = solutions_dir / f"{assignment.notebook}.ipynb"
         for name in assignment.provided:  # readers run solutions/ as it is
             _write_if_changed(solutions_dir / name, assignment.source_file.with_name(name).read_text())
-        # A training run is kept while its sources are unchanged, and never replaced by an unexecuted copy.
-        kept = _kept_training_run(assignment, target, run_solutions) if assignment.trains and not retrain else None
+        # An executed run is kept while its inputs are unchanged, and never replaced by an unexecuted copy.
+        forced = rerun or (retrain and assignment.trains)
+        kept = None if forced else _kept_run(assignment, target)
         if kept is not None:
-            if run_solutions:
-                tqdm.write(f"kept {target.name}'s run: code cells unchanged (build --retrain to run it again)")
             _write_if_changed(target, nbformat.writes(kept) + "\n")
             continue
         nb = run_solution(assignment, train_config) if run_solutions else solution_notebook(assignment)

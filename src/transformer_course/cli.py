@@ -6,13 +6,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from .layout import Repo
+from .layout import ERRORS_LOG, GRADER_ERROR, Repo
+
+
+def _user_path(text: str) -> Path:
+    """A path as the user typed it, relative to their working directory, made absolute once:
+    everything below may change directory or hand the path to nbgrader, which resolves
+    relative paths against its own course root."""
+    return Path(text).expanduser().resolve()
 
 
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
-    built = build(Repo(), run_solutions=not args.no_execute, retrain=args.retrain, train_config=args.train_config)
+    built = build(Repo(), run_solutions=not args.no_execute, retrain=args.retrain, train_config=args.train_config,
+                  rerun=args.rerun)
     print(f"built {len(built)} notebooks into course/ and solutions/")
     return 0
 
@@ -21,8 +29,9 @@ def _grade(args: argparse.Namespace) -> int:
     from .batch import grade_class
     from .grade import score_table
 
+    out = _user_path(args.out)
     try:
-        results = grade_class(Path(args.submitted), Path(args.out), Repo(), timeout=args.timeout,
+        results = grade_class(_user_path(args.submitted), out, Repo(), timeout=args.timeout,
                               workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
                               memory_mb=args.memory_limit)
     except KeyboardInterrupt:
@@ -31,17 +40,24 @@ def _grade(args: argparse.Namespace) -> int:
         return 130
     print(score_table(results))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
+    failed = [r for r in results if r.status == GRADER_ERROR]
+    if failed:
+        # Loud and last: these rows are the grader's failure, not the students' grades.
+        print(f"\n{len(failed)} notebook{'s' if len(failed) != 1 else ''} could not be graded because of a "
+              f"grader error: see {args.out}/{ERRORS_LOG}. They are not recorded as graded; fix the cause "
+              "and run the same command again to grade them.", file=sys.stderr)
+        return 1
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
     from .grade import check, exercise_table
 
-    result = check(Path(args.notebook), Repo(), timeout=args.timeout)
+    result = check(_user_path(args.notebook), Repo(), timeout=args.timeout)
     print(exercise_table(result))
     if result.reason:
         print(result.reason)
-    return 0
+    return 1 if result.status == GRADER_ERROR else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-execute", action="store_true", help="write solutions without running them")
     p.add_argument("--retrain", action="store_true",
                    help="re-run notebook 07's training even if its executed solution is up to date")
+    p.add_argument("--rerun", action="store_true",
+                   help="execute every solution again, even those whose code and shipped files are unchanged")
     p.add_argument("--train-config", choices=["gpu", "cpu", "tiny"], default=None,
                    help="notebook 07's configuration (default: gpu if CUDA is available, else cpu)")
     p.set_defaults(func=_build)

@@ -18,7 +18,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from .build import convert_sources
-from .layout import SOURCE_SUFFIX, Assignment, Repo
+from .layout import GRADER_ERROR, SOURCE_SUFFIX, Assignment, Repo
 from .nbgrader_setup import generated_course, reference_on_path
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
@@ -26,6 +26,10 @@ warnings.filterwarnings("ignore", message="Object of type <Submitted")
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 MAX_FEEDBACK = 400
+
+
+class GraderError(RuntimeError):
+    """The grader itself failed on a notebook (nbgrader, the guard, our code): not the student's doing."""
 
 
 @dataclass
@@ -40,7 +44,7 @@ class ExerciseResult:
 class SubmissionResult:
     student_id: str
     assignment: str
-    status: str  # graded | missing | invalid | crashed
+    status: str  # graded | missing | invalid | crashed | grader-error (GRADER_ERROR)
     reason: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
 
@@ -147,7 +151,7 @@ class Grader:
 
     def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096):
         self.repo = repo or Repo()
-        self.work = work
+        self.work = work = work.resolve()  # nbgrader resolves a relative path inside its course root
         self.timeout = timeout
         self.assignments = convert_sources(self.repo)
         shutil.rmtree(work, ignore_errors=True)
@@ -197,14 +201,12 @@ class Grader:
         with reference_on_path(self.work / "reference"):
             log = self.api.autograde(assignment.name, student_id, force=True, create=True)
         if not autograded.is_file():  # nbgrader drops the notebook when the kernel dies
-            text = log.get("log", "")
+            text = log.get("log", "") + "\n" + (log.get("error") or "")
             if "Kernel died" in text or "DeadKernel" in text:
                 why = ("crashed: the kernel died while running the notebook (sys.exit, os._exit, or "
                        "out of memory?); nothing could be graded")
-            else:
-                lines = [line for line in (log.get("error") or text).splitlines() if line.strip()]
-                why = "crashed: nbgrader could not grade it: " + one_line(lines[-1] if lines else "no log", 200)
-            return self._failed(student_id, assignment, "crashed", note + why, feedback_dir)
+                return self._failed(student_id, assignment, "crashed", note + why, feedback_dir)
+            raise GraderError(f"nbgrader autograde failed on {student_id}/{assignment.name}:\n{text.strip()}")
         exercises, died = self._exercise_results(student_id, assignment, autograded, note)
         status, reason = "graded", note.strip()
         if died:
@@ -306,10 +308,13 @@ def score_table(results: list[SubmissionResult]) -> str:
             mark = "" if r.status == "graded" else f" {r.status}"
             cells.append(f"{r.score:g}/{r.max_score:g}{mark}".ljust(c))
         lines.append("  ".join([s.ljust(width)] + cells + [f"{total:g}/{total_max:g}"]))
-    details = [
-        f"  {r.student_id} {r.assignment} {e.exercise} {e.score:g}/{e.max_score:g}: {e.feedback}"
-        for r in results for e in r.exercises if e.feedback
-    ]
+    details = []
+    for r in results:
+        if r.status != "graded" and r.score == 0 and r.reason:  # one reason for the whole notebook
+            details.append(f"  {r.student_id} {r.assignment} 0/{r.max_score:g}: {r.reason}")
+            continue
+        details += [f"  {r.student_id} {r.assignment} {e.exercise} {e.score:g}/{e.max_score:g}: {e.feedback}"
+                    for e in r.exercises if e.feedback]
     if details:
         lines += ["", "Points lost:"] + details
     return "\n".join(lines)
@@ -359,4 +364,8 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
     assignment = match[0]
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
         grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout)
-        return grader.grade("self", assignment, notebook, "")
+        try:
+            return grader.grade("self", assignment, notebook.resolve(), "")
+        except GraderError as exc:
+            reason = f"{GRADER_ERROR}: the grader failed on this notebook, not your code: {one_line(str(exc), 300)}"
+            return SubmissionResult("self", assignment.name, GRADER_ERROR, reason, zero_scores(assignment, reason))

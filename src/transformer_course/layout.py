@@ -19,6 +19,10 @@ COURSE_ID = "transformer-course"
 # whether the grader is running it (then it skips training; grading never trains).
 TRAIN_CONFIG_ENV = "COURSE_TRAIN_CONFIG"
 GRADING_ENV = "COURSE_GRADING"
+# A submission the grader itself failed on (an nbgrader error, a bug of ours): not the
+# student's zero. Such rows are never recorded as graded, and are listed in ERRORS_LOG.
+GRADER_ERROR = "grader-error"
+ERRORS_LOG = "grader-errors.log"
 # Where the Colab badges and setup cells fetch from (also [project.urls] in pyproject.toml).
 GITHUB_REPO = "transformer-course/transformer-course"
 

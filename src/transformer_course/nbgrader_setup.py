@@ -96,6 +96,9 @@ class GuardNotebook(Preprocessor):
         resources["course_guard"] = secret
         exercises = [_grade_id(c) for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
         for cell in nb.cells:
+            # Only the grader marks cells as its own: a student's copy of these keys means nothing.
+            cell.metadata.pop("course_guard", None)
+            cell.metadata.pop("course_guard_source", None)
             if _is_test(cell):
                 gid = _grade_id(cell)
                 cell.metadata["course_guard_source"] = cell.source
@@ -182,6 +185,15 @@ class KeepGradesOnCrash(Execute):
     """
 
     max_output_chars = Integer(100_000, help="characters of output kept per cell").tag(config=True)
+    guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
+
+    def _get_timeout(self, cell):
+        """The student's ``--timeout`` is for their cells; the guard's own cell (importing torch
+        on a loaded machine) gets at least ``guard_timeout``."""
+        timeout = super()._get_timeout(cell)
+        if cell is not None and cell.metadata.get("course_guard") and timeout is not None:
+            return max(timeout, self.guard_timeout)
+        return timeout
 
     def preprocess(self, nb, resources=None, km=None):
         self._dead_at = None

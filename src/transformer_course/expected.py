@@ -1,0 +1,102 @@
+"""Check a graded class against what it must score: ``autograder/sample_class.toml``.
+
+The sample class's expectations are written once, in that file; this module compares them
+with what an instructor reads after a run, ``OUT/grades.csv`` and ``OUT/exercises.csv``.
+CI runs it on the output of ``make grade``; the tests run it on their own grading runs.
+
+    python -m transformer_course.expected out/sample_class
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import tomllib
+from pathlib import Path
+
+from .layout import Repo
+
+
+def load(path: Path) -> dict:
+    """Students and their expectations: per assignment the score of every exercise, and
+    optional ``status`` (default ``graded``) and ``feedback`` (words the one-line feedback
+    of that exercise must contain)."""
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
+    """Every difference between the graded ``out`` and ``expected``, one line each ([] = all match).
+
+    Args:
+        out: a grading run's output folder (``grades.csv``, ``exercises.csv``).
+        expected: :func:`load`'s result.
+        only_expected: also report students graded in ``out`` that ``expected`` does not list.
+    """
+    grades = {(r["student_id"], r["assignment"]): r for r in _read(out / "grades.csv")}
+    exercises: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    for row in _read(out / "exercises.csv"):
+        exercises.setdefault((row["student_id"], row["assignment"]), {})[row["exercise"]] = row
+    problems = []
+    for student, spec in expected.items():
+        for assignment, scores in spec.items():
+            if not assignment[:2].isdigit():
+                continue
+            row = grades.get((student, assignment))
+            if row is None:
+                problems.append(f"{student} {assignment}: no row in grades.csv")
+                continue
+            status = spec.get("status", {}).get(assignment, "graded")
+            if row["status"] != status:
+                problems.append(f"{student} {assignment}: status {row['status']!r}, expected {status!r}")
+            got = exercises.get((student, assignment), {})
+            for exercise, score in scores.items():
+                if exercise not in got:
+                    problems.append(f"{student} {assignment} {exercise}: no row in exercises.csv")
+                elif float(got[exercise]["score"]) != float(score):
+                    problems.append(f"{student} {assignment} {exercise}: scored {got[exercise]['score']}, "
+                                    f"expected {score:g}; feedback: {got[exercise]['feedback']!r}")
+            if extra := sorted(set(got) - set(scores)):
+                problems.append(f"{student} {assignment}: exercises not in the expectations: {extra}")
+            total = sum(float(r["score"]) for r in got.values())
+            if float(row["score"]) != total:
+                problems.append(f"{student} {assignment}: grades.csv says {row['score']}, "
+                                f"its exercises sum to {total:g}")
+        for exercise, words in spec.get("feedback", {}).items():
+            messages = [rows[exercise]["feedback"] for (s, _), rows in exercises.items()
+                        if s == student and exercise in rows]
+            if not any(words in m for m in messages):
+                problems.append(f"{student} {exercise}: feedback {messages} lacks {words!r}")
+    if only_expected:
+        for student in sorted({s for s, _ in grades} - set(expected)):
+            problems.append(f"{student}: graded but not in the expectations")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.expected", description=__doc__.split("\n")[0])
+    parser.add_argument("out", help="a grading run's output folder, e.g. out/sample_class")
+    parser.add_argument("--expected", default=None, help="default: autograder/sample_class.toml")
+    args = parser.parse_args(argv)
+    path = Path(args.expected) if args.expected else Repo().autograder / "sample_class.toml"
+    expected = load(path)
+    problems = compare(Path(args.out), expected)
+    if problems:
+        print(f"{len(problems)} difference(s) between {args.out} and {path}:", file=sys.stderr)
+        for line in problems:
+            print("  " + line, file=sys.stderr)
+        return 1
+    pairs = sum(1 for spec in expected.values() for a in spec if a[:2].isdigit())
+    print(f"{args.out} matches {path}: {len(expected)} students, {pairs} notebooks, every score, status "
+          "and feedback keyword")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
