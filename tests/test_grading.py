@@ -120,3 +120,15 @@ def test_feedback_points_at_a_wrong_upstream_exercise(repo):
     assert upstream_note(assignment, "split_heads", results) == ""
     results[0] = ExerciseResult("split_heads", 2, 2)
     assert upstream_note(assignment, "MultiHeadAttention", results) == ""
+
+
+def test_no_upstream_note_for_an_exercise_that_never_ran(repo):
+    """A cell that never ran has no mistake of its own to place (hal: os._exit in self_attention)."""
+    from transformer_course.grade import ExerciseResult, upstream_note
+
+    assignment = repo.assignment("01_self_attention")
+    results = [ExerciseResult("softmax", 3, 3), ExerciseResult("attention_scores", 2, 2),
+               ExerciseResult("self_attention", 0, 3, "your answer cell failed: the kernel died while running it"),
+               ExerciseResult("SelfAttention", 0, 3, "your answer cell failed: not run: the kernel died in an "
+                                                     "earlier cell")]
+    assert upstream_note(assignment, "SelfAttention", results) == ""

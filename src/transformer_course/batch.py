@@ -138,6 +138,20 @@ def _grader_error(task: Task, assignment: Assignment, error: BaseException) -> d
             "autograded": None, "traceback": trace}
 
 
+CLASS_CONFIG = """\
+# Written by `transformer-course grade`: this folder is the graded class's nbgrader course root.
+# Open the formgrader here (`jupyter lab` from this folder, Nbgrader menu > Formgrader) or run
+# `nbgrader export`. Same configuration as the repository's autograder/nbgrader_config.py.
+from pathlib import Path
+
+from transformer_course.layout import Repo
+from transformer_course.nbgrader_setup import make_config
+
+c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
+c.merge(make_config(Path(__file__).resolve().parent, Repo(Path({repo!r}))))
+"""
+
+
 class ClassBook:
     """The class's nbgrader course root ``OUT/nbgrader``: gradebook rows and autograded notebooks,
     written by one process only."""
@@ -145,6 +159,9 @@ class ClassBook:
     def __init__(self, root: Path, repo: Repo):
         self.root = root
         self.coursedir = generated_course(root, repo, repo.assignments()).coursedir
+        # nbgrader (formgrader, `nbgrader export`) run in this folder reads this configuration:
+        # the same course id and sources as the gradebook, or it finds no assignments.
+        atomic_write(root / "nbgrader_config.py", CLASS_CONFIG.format(repo=str(repo.root)))
 
     def record(self, assignment: Assignment, payload: dict) -> None:
         result = payload["result"]
@@ -160,10 +177,16 @@ class ClassBook:
                 notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
                 for grade in notebook.grades:
                     grade.auto_score = payload["cells"].get(grade.name, 0.0)
+                    grade.needs_manual_grade = False  # every graded cell here is autograded
                 gb.db.commit()
+        name = f"{assignment.notebook}.ipynb"
         if payload["autograded"] is not None:
-            atomic_write(self.root / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb",
-                         payload["autograded"])
+            atomic_write(self.root / "autograded" / student / assignment.name / name, payload["autograded"])
+        # The formgrader lists a student under an assignment when nbgrader's submitted/ has it.
+        if payload.get("submitted") is not None:
+            atomic_write(self.root / "submitted" / student / assignment.name / name, payload["submitted"])
+        else:
+            shutil.rmtree(self.root / "submitted" / student / assignment.name, ignore_errors=True)
 
 
 def _as_result(record: dict) -> SubmissionResult:
@@ -285,7 +308,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
             if payload["result"]["status"] == GRADER_ERROR:
                 _log_error(errors_log, task, payload)
             else:
-                _save(out, book, assignments[task.assignment], payload)
+                _save(out, book, assignments[task.assignment], {**payload, "submitted": task.data})
             records[(task.student_id, task.assignment)] = payload
             bar.update()
     finally:
@@ -315,7 +338,7 @@ def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> 
     atomic_write(out / "feedback" / result["student_id"] / assignment.name / f"{assignment.notebook}.html",
                  payload["feedback"])
     book.record(assignment, payload)
-    record = {k: v for k, v in payload.items() if k not in ("feedback", "autograded")}
+    record = {k: v for k, v in payload.items() if k not in ("feedback", "autograded", "submitted")}
     atomic_write(out / "results" / result["student_id"] / f"{assignment.name}.json", json.dumps(record, indent=1))
 
 

@@ -134,8 +134,8 @@ def upstream_note(assignment: Assignment, exercise: str, results: list[ExerciseR
     lost = {r.exercise for r in results if r.score < r.max_score}
     wrong = [u for u in assignment.upstream.get(exercise, []) if u in lost]
     own = next(r for r in results if r.exercise == exercise)
-    if not wrong or own.feedback.startswith("not attempted"):
-        return ""
+    if not wrong or own.feedback.startswith("not attempted") or "not run:" in own.feedback:
+        return ""  # nothing of its own was graded: there is no mistake to place
     names = ", ".join(f"`{u}`" for u in wrong)
     return (f" Note: {exercise} builds on your {names}, which lost points too (see its feedback); "
             f"it was graded with the reference {names}, so this mistake is in {exercise} itself.")
@@ -246,7 +246,10 @@ class Grader:
             results.append(ExerciseResult(exercise, score, max_score, feedback))
         for r in results:
             if r.feedback:
-                r.feedback = one_line(note + r.feedback + upstream_note(assignment, r.exercise, results))
+                extra = upstream_note(assignment, r.exercise, results)
+                if extra and not r.feedback.rstrip().endswith((".", "?", "!", ")")):
+                    r.feedback = r.feedback.rstrip() + "."
+                r.feedback = one_line(note + r.feedback + extra)
         return results, died
 
     def _finish(self, result: SubmissionResult, feedback_dir: Path | None) -> SubmissionResult:

@@ -1,0 +1,88 @@
+"""A failure of the grader itself is never a student's zero: its own status, not recorded (the
+next run grades it again), logged with its traceback, and a non-zero exit."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+
+import pytest
+
+from transformer_course import batch
+from transformer_course.cli import main
+from transformer_course.grade import Grader, GraderError
+from transformer_course.layout import ERRORS_LOG, GRADER_ERROR
+
+from .conftest import GRADING_TIMEOUT
+
+
+@pytest.fixture
+def two_students(repo, tmp_path):
+    submitted = tmp_path / "submitted"
+    for student in ("ada", "ben"):
+        shutil.copytree(repo.sample_class / student / "01_self_attention", submitted / student / "01_self_attention")
+    return submitted
+
+
+def _rows(out):
+    with open(out / "grades.csv") as f:
+        return {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+
+
+def test_a_grader_failure_is_reported_not_recorded_and_graded_next_time(repo, two_students, tmp_path,
+                                                                         monkeypatch, capsys):
+    out = tmp_path / "out"
+    real = batch.grade_task
+
+    def broken_for_ben(*args):
+        if args[-1].student_id == "ben":
+            raise OSError("disk on fire (a bug of ours)")
+        return real(*args)
+
+    monkeypatch.setattr(batch, "grade_task", broken_for_ben)
+    code = main(["grade", str(two_students), "--out", str(out), "--workers", "1", "--timeout", str(GRADING_TIMEOUT)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert f"1 notebook could not be graded because of a grader error: see {out}/{ERRORS_LOG}" in captured.err
+    rows = _rows(out)
+    assert rows[("ben", "01_self_attention")]["status"] == GRADER_ERROR
+    assert rows[("ada", "01_self_attention")]["status"] == "graded"
+    assert rows[("ada", "01_self_attention")]["score"] == "11"
+    assert not (out / "results" / "ben" / "01_self_attention.json").exists(), "a grader error is not a result"
+    assert not (out / "feedback" / "ben" / "01_self_attention").exists(), "no page to hand back"
+    log = (out / ERRORS_LOG).read_text()
+    assert "ben 01_self_attention" in log and "OSError: disk on fire" in log and "Traceback" in log
+
+    graded = []
+    monkeypatch.setattr(batch, "grade_task", lambda *args: (graded.append(args[-1].student_id), real(*args))[1])
+    assert main(["grade", str(two_students), "--out", str(out), "--workers", "1",
+                 "--timeout", str(GRADING_TIMEOUT)]) == 0
+    assert graded == ["ben"], "only the notebook the grader failed on is graded again, without --regrade"
+    assert _rows(out)[("ben", "01_self_attention")]["status"] == "graded"
+    assert not (out / ERRORS_LOG).exists()
+
+
+def test_nbgrader_failing_is_a_grader_error_but_a_dead_kernel_is_the_students(repo, tmp_path, monkeypatch):
+    grader = Grader(tmp_path / "work", repo, GRADING_TIMEOUT)
+    assignment = repo.assignment("01_self_attention")
+    notebook = repo.sample_class / "ada" / "01_self_attention" / "01_self_attention.ipynb"
+    monkeypatch.setattr(grader.api, "autograde", lambda *a, **k: {"success": False, "log": "[ERROR] boom",
+                                                                   "error": "Traceback ... ValueError: boom"})
+    with pytest.raises(GraderError, match="boom"):
+        grader.grade("ada", assignment, notebook)
+    monkeypatch.setattr(grader.api, "autograde", lambda *a, **k: {"success": False, "log": "Kernel died"})
+    result = grader.grade("ada", assignment, notebook)
+    assert result.status == "crashed" and "kernel died" in result.reason
+
+
+def test_the_guard_cell_has_its_own_timeout(repo):
+    """Installing the guard imports torch: a short --timeout for students' cells must not fail it."""
+    from nbformat.v4 import new_code_cell
+
+    from transformer_course.nbgrader_setup import KeepGradesOnCrash
+
+    client = KeepGradesOnCrash(timeout=2)
+    guard = new_code_cell("import course_reference.guard")
+    guard.metadata["course_guard"] = True
+    assert client._get_timeout(guard) >= 300
+    assert client._get_timeout(new_code_cell("x = 1")) == 2
