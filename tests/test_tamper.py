@@ -8,13 +8,17 @@ self_attention 3, SelfAttention 3 points) and changes what a student could chang
 from __future__ import annotations
 
 import json
+import shutil
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
-from transformer_course.batch import grade_class
+from transformer_course.batch import grade_class, output_lock
+from transformer_course.cli import main
 from transformer_course.nbgrader_setup import TOKEN_MIME, guard_token
+
+from .conftest import GRADING_TIMEOUT
 
 A01 = "01_self_attention"
 FULL = {"softmax": 3, "attention_scores": 2, "self_attention": 3, "SelfAttention": 3}
@@ -161,7 +165,7 @@ def tampered(repo, tmp_path_factory):
         (submitted / student / A01).mkdir(parents=True)
         nbformat.write(nb, submitted / student / A01 / name)
     out = tmp_path_factory.mktemp("tamper-out")
-    results = grade_class(submitted, out, repo, timeout=8, progress=False, workers=2, memory_mb=2000)
+    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=2, memory_mb=2000)
     return {r.student_id: r for r in results if r.assignment == A01}, out
 
 
@@ -218,7 +222,8 @@ def test_files_the_grader_reads_cannot_be_poisoned(repo, tmp_path):
     for student, nb in (("a_writer", writer), ("b_victim", victim)):
         (tmp_path / "in" / student / A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
-    results = grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=10, progress=False, workers=1)
+    results = grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False,
+                          workers=1)
     victim_result = next(r for r in results if r.student_id == "b_victim" and r.assignment == A01)
     assert {e.exercise: e.score for e in victim_result.exercises} == {k: float(v) for k, v in NO_SOFTMAX.items()}
 
@@ -232,3 +237,75 @@ def test_guard_token_matches_the_kernel_side(repo):
     assert guard.TOKEN_MIME == TOKEN_MIME
     assert guard.token(b"k" * 32, "test_x", "print(1)") == guard_token(b"k" * 32, "test_x", "print(1)")
     assert guard.token(b"k" * 32, "test_x", "print(1)") != guard_token(b"k" * 32, "test_x", "print(2)")
+
+
+def _scores(result):
+    return {e.exercise: e.score for e in result.exercises}
+
+
+def test_every_student_folder_is_graded_or_reported(repo, tmp_path, capsys):
+    """Odd names are graded under their own name; hidden folders, files and symbolic links
+    (never followed: a link to another student's folder is not a second student) are reported."""
+    submitted = tmp_path / "in"
+    names = ["john smith", "josé", "-rf", "a[1]"]
+    for name in names:
+        (submitted / name).mkdir(parents=True)
+        shutil.copytree(repo.solutions.parent / "autograder" / "submitted" / "ada" / A01, submitted / name / A01)
+    (submitted / ".hidden").mkdir()
+    (submitted / "notes.txt").write_text("grades to do")
+    (submitted / "copycat").symlink_to(submitted / "josé")
+    results = grade_class(submitted, tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    err = capsys.readouterr().err
+    graded = {r.student_id: r for r in results if r.assignment == A01}
+    assert sorted(graded) == sorted(names)
+    assert all(r.status == "graded" and r.score == 11 for r in graded.values()), {
+        k: (r.status, r.reason) for k, r in graded.items()}
+    for name in (".hidden", "notes.txt", "copycat"):
+        assert f"'{name}'" in err, err
+    assert "symbolic link" in err and "not followed" in err
+
+
+def test_a_notebook_saved_as_latin1_is_read(repo, tmp_path):
+    text = (repo.solutions / f"{A01}.ipynb").read_text().replace("Solution notebook", "Solution notebook (café)")
+    (tmp_path / "in" / "zoe" / A01).mkdir(parents=True)
+    (tmp_path / "in" / "zoe" / A01 / f"{A01}.ipynb").write_bytes(text.encode("latin-1", errors="replace"))
+    result = next(r for r in grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT,
+                                         progress=False, workers=1) if r.assignment == A01)
+    assert result.status == "graded" and result.score == 11, result.reason
+    assert "not UTF-8" in result.reason
+
+
+def test_a_second_run_into_the_same_out_is_refused(repo, tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    with output_lock(out):
+        assert main(["grade", str(tmp_path / "in"), "--out", str(out)]) == 2
+    assert "another grading run is writing to" in capsys.readouterr().err
+    assert main(["grade", str(tmp_path / "in"), "--out", str(out), "--workers", "1"]) == 0, "free again"
+
+
+def test_notebook_time_limit_and_total_output_cap(repo, tmp_path):
+    """Many cells that each stay under the cell timeout cannot run for hours, and many cells that
+    each print under the per-cell cap cannot build a feedback page of tens of MB."""
+    solution = repo.solutions / f"{A01}.ipynb"
+    slow = nbformat.read(solution, as_version=4)
+    for _ in range(4):
+        _after(slow, "attention_scores", "import time\ntime.sleep(2)")
+    loud = nbformat.read(solution, as_version=4)
+    for _ in range(30):
+        _after(loud, "SelfAttention", "print('x' * 90_000)")
+    for student, nb in (("slow", slow), ("loud", loud)):
+        (tmp_path / "in" / student / A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
+    results = {r.student_id: r for r in grade_class(tmp_path / "in", tmp_path / "out", repo,
+                                                    timeout=GRADING_TIMEOUT, progress=False, workers=1,
+                                                    notebook_timeout=5, max_output_mb=1) if r.assignment == A01}
+    slow_result = results["slow"]
+    assert _scores(slow_result) == {"softmax": 3, "attention_scores": 0, "self_attention": 0, "SelfAttention": 0}
+    assert slow_result.status == "crashed" and "time limit" in slow_result.reason
+    assert any("time limit" in e.feedback for e in slow_result.exercises)
+    assert results["loud"].score == 11
+    page = tmp_path / "out" / "nbgrader" / "autograded" / "loud" / A01 / f"{A01}.ipynb"
+    assert page.stat().st_size < 1_500_000
+    assert "characters in the notebook" in page.read_text()

@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import traceback
 import uuid
@@ -83,9 +84,9 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     os.replace(f.name, path)
 
 
-def grader_version(repo: Repo, timeout: int, memory_mb: int) -> str:
+def grader_version(repo: Repo, *limits: float) -> str:
     """Changes whenever anything that decides a grade changes: checks, reference, sources, limits."""
-    digest = hashlib.sha256(f"{__version__}|{timeout}|{memory_mb}".encode())
+    digest = hashlib.sha256(f"{__version__}|{'|'.join(map(str, limits))}".encode())
     files = sorted(repo.reference.rglob("*.py")) + sorted(p for p in repo.source.rglob("*")
                                                           if p.is_file() and p.suffix in (".py", ".json"))
     for path in files:
@@ -94,13 +95,14 @@ def grader_version(repo: Repo, timeout: int, memory_mb: int) -> str:
     return digest.hexdigest()[:16]
 
 
-def grade_task(root: str, timeout: int, memory_mb: int, threads: int, work_root: str, task: Task) -> dict:
-    """Grade one task in this (worker) process; the payload :func:`grade_class` records."""
+def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task) -> dict:
+    """Grade one task in this (worker) process; the payload :func:`grade_class` records.
+    ``limits``: :class:`~.grade.Grader`'s keyword arguments (timeout, memory_mb, ...)."""
     os.environ["OMP_NUM_THREADS"] = str(threads)  # kernels inherit it: no oversubscribed cores
-    key = (root, timeout, memory_mb, work_root)
+    key = (root, tuple(sorted(limits.items())), work_root)
     if key not in _GRADERS:
         work = Path(work_root) / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        _GRADERS[key] = Grader(work, Repo(Path(root)), timeout, memory_mb)
+        _GRADERS[key] = Grader(work, Repo(Path(root)), **limits)
     grader = _GRADERS[key]
     assignment = next(a for a in grader.assignments if a.name == task.assignment)
     with tempfile.TemporaryDirectory(prefix="tc-task-") as tmp:
@@ -111,10 +113,10 @@ def grade_task(root: str, timeout: int, memory_mb: int, threads: int, work_root:
             path.write_bytes(task.data)
         result = grader.grade(task.student_id, assignment, path, task.note, Path(tmp) / "fb")
         html = Path(tmp, "fb", task.student_id, assignment.name, f"{assignment.notebook}.html").read_text()
-    autograded = grader.work / "autograded" / task.student_id / assignment.name / f"{assignment.notebook}.ipynb"
+    autograded = grader.autograded(assignment)
     cells: dict[str, float] = {}
     if autograded.is_file():
-        cells = grader.grade_cells(task.student_id, assignment)
+        cells = grader.grade_cells(assignment)
     return {"result": asdict(result), "cells": cells, "feedback": html, "fingerprint": task.fingerprint,
             "autograded": autograded.read_bytes() if autograded.is_file() else None}
 
@@ -244,7 +246,8 @@ def _quiet(logger: str) -> Iterator[None]:
 
 def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30, progress: bool = True,
                 workers: int | None = None, scheduler: str | None = None, regrade: bool = False,
-                memory_mb: int = 4096) -> list[SubmissionResult]:
+                memory_mb: int = 4096, notebook_timeout: int = 1800,
+                max_output_mb: float = 10.0) -> list[SubmissionResult]:
     """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
 
     Args:
@@ -255,19 +258,54 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         scheduler: address of a running Dask scheduler to send the work to instead.
         regrade: grade everything again, even pairs whose record is up to date.
         memory_mb: memory one grading kernel may allocate (MiB; 0 = no limit).
+        notebook_timeout: seconds a whole notebook may run; later cells are not run (0 = no limit).
+        max_output_mb: output kept of a whole notebook, millions of characters.
 
     Returns:
         One result per (student, assignment), sorted by student then assignment.
 
     Raises:
-        FileNotFoundError, ValueError: see :func:`~.grade.discover`.
+        FileNotFoundError: see :func:`~.grade.discover`.
+        OutputBusy: another grading run is writing to ``out``.
     """
     repo = repo or Repo()
     submitted, out = submitted.resolve(), out.resolve()  # workers and nbgrader run elsewhere
     out.mkdir(parents=True, exist_ok=True)
+    with output_lock(out):
+        limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
+                  "max_output_mb": max_output_mb}
+        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade)
+
+
+class OutputBusy(RuntimeError):
+    """Another grading run holds the output folder."""
+
+
+@contextlib.contextmanager
+def output_lock(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.grading.lock`` for the block: two runs writing one OUT would mix their records.
+
+    Raises:
+        OutputBusy: another process holds it.
+    """
+    import fcntl
+
+    with open(out / ".grading.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise OutputBusy(f"another grading run is writing to {out} (it holds {out / '.grading.lock'}); "
+                             "wait for it to end, or grade into another --out") from None
+        yield  # the lock goes with the file's closing, also when this process is killed
+
+
+def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
+                 scheduler: str | None, regrade: bool) -> list[SubmissionResult]:
     assignments = {a.name: a for a in convert_sources(repo)}
-    pairs = discover(submitted, list(assignments.values()))
-    version = grader_version(repo, timeout, memory_mb)
+    pairs, skipped = discover(submitted, list(assignments.values()))
+    for warning in skipped:
+        print(f"warning: {submitted.name}/{warning}", file=sys.stderr)
+    version = grader_version(repo, *(limits[k] for k in sorted(limits)))
     records: dict[tuple[str, str], dict] = {}
     tasks, missing = [], []
     for student_id, assignment, folder in pairs:
@@ -299,7 +337,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     work_root = out / ".work"  # the workers' private nbgrader areas; removed at the end
     if scheduler is None:
         shutil.rmtree(work_root, ignore_errors=True)
-    run_args = (str(repo.root), timeout, memory_mb, threads, str(work_root))
+    run_args = (str(repo.root), limits, threads, str(work_root))
     bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress or not tasks)
     try:
         for task, payload in _run(tasks, run_args, workers, scheduler):
@@ -315,7 +353,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         bar.close()
         if scheduler is None:
             shutil.rmtree(work_root, ignore_errors=True)
-            for key in [k for k in _GRADERS if k[3] == str(work_root)]:
+            for key in [k for k in _GRADERS if k[2] == str(work_root)]:
                 del _GRADERS[key]  # its work area is gone
     results = [_as_result(records[key]) for key in sorted(records)]
     write_csvs(results, out)

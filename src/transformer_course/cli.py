@@ -26,18 +26,22 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .batch import grade_class
+    from .batch import OutputBusy, grade_class
     from .grade import score_table
 
     out = _user_path(args.out)
     try:
         results = grade_class(_user_path(args.submitted), out, Repo(), timeout=args.timeout,
                               workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
-                              memory_mb=args.memory_limit)
+                              memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
+                              max_output_mb=args.max_output)
     except KeyboardInterrupt:
         print(f"\ninterrupted: what was graded is kept in {args.out}/results/; run the same command "
               "again to grade the rest", file=sys.stderr)
         return 130
+    except OutputBusy as exc:
+        print(f"transformer-course grade: error: {exc}", file=sys.stderr)
+        return 2
     print(score_table(results))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     failed = [r for r in results if r.status == GRADER_ERROR]
@@ -85,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regrade", action="store_true", help="grade again what an earlier run already graded")
     p.add_argument("--memory-limit", type=int, default=4096, metavar="MIB",
                    help="memory one notebook's kernel may allocate, MiB (default 4096; 0 = no limit)")
+    p.add_argument("--notebook-timeout", type=int, default=1800, metavar="SECONDS",
+                   help="seconds a whole notebook may run; later cells are not run (default 1800; 0 = none)")
+    p.add_argument("--max-output", type=float, default=10.0, metavar="MCHARS",
+                   help="output kept of a whole notebook, millions of characters (default 10)")
     p.set_defaults(func=_grade)
 
     p = sub.add_parser("check", help="grade one notebook of your own, without a gradebook")

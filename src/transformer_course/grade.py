@@ -8,6 +8,7 @@ crashing or never-ending submission scores 0 where it failed and says why.
 from __future__ import annotations
 
 import html
+import os
 import re
 import shutil
 import warnings
@@ -19,12 +20,14 @@ from nbgrader.api import Gradebook
 
 from .build import convert_sources
 from .layout import GRADER_ERROR, SOURCE_SUFFIX, Assignment, Repo
-from .nbgrader_setup import generated_course, reference_on_path
+from .nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, reference_on_path
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
 warnings.filterwarnings("ignore", message="Object of type <Submitted")
 
-STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# The student id nbgrader sees inside a private work area: any folder name (spaces, accents,
+# a leading '-', glob characters) is graded, and nbgrader never has to parse one.
+WORK_STUDENT = "student"
 MAX_FEEDBACK = 400
 
 
@@ -86,7 +89,7 @@ def _error_message(output: dict, timeout: int) -> str:
         return "not attempted: the answer still raises NotImplementedError"
     if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
         return f"did not finish within {timeout} s and was interrupted (an endless loop?)"
-    if ename in ("DeadKernelError", "NotRun"):  # written by KeepGradesOnCrash
+    if ename in ("DeadKernelError", "NotRun", NOTEBOOK_TIME_LIMIT):  # written by KeepGradesOnCrash
         return evalue
     if ename == "AssertionError":
         return evalue or "an assertion failed (no message)"
@@ -149,7 +152,8 @@ class Grader:
     grader reads cannot reach the next one.
     """
 
-    def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096):
+    def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
+                 notebook_timeout: int = 1800, max_output_mb: float = 10.0):
         self.repo = repo or Repo()
         self.work = work = work.resolve()  # nbgrader resolves a relative path inside its course root
         self.timeout = timeout
@@ -160,6 +164,7 @@ class Grader:
         shutil.copytree(self.repo.source, work / "source", ignore=ignore)
         shutil.copytree(self.repo.reference, work / "reference", ignore=ignore)
         self.api = generated_course(work, self.repo, self.assignments, timeout=timeout, memory_mb=memory_mb,
+                                    notebook_timeout=notebook_timeout, max_output_mb=max_output_mb,
                                     source=work / "source")
         self.coursedir = self.api.coursedir
         self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
@@ -176,30 +181,32 @@ class Grader:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
 
-    def grade_cells(self, student_id: str, assignment: Assignment) -> dict[str, float]:
-        """Points of each graded cell in the gradebook, for the last :meth:`grade` of this pair."""
+    def autograded(self, assignment: Assignment) -> Path:
+        """Where nbgrader leaves the autograded notebook of the last :meth:`grade`."""
+        return self.work / "autograded" / WORK_STUDENT / assignment.name / f"{assignment.notebook}.ipynb"
+
+    def grade_cells(self, assignment: Assignment) -> dict[str, float]:
+        """Points of each graded cell in the gradebook, for the last :meth:`grade` of ``assignment``."""
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
-            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student_id)
+            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, WORK_STUDENT)
             return {g.name: float(g.score or 0.0) for g in notebook.grades}
 
     def grade(self, student_id: str, assignment: Assignment, submitted: Path | None, note: str = "",
               feedback_dir: Path | None = None) -> SubmissionResult:
         """Autograde one notebook (``None`` = not handed in) and write its feedback HTML."""
+        self._reset()  # nothing of the previous notebook (its autograded copy, its grades) remains
         if submitted is None:
             return self._failed(student_id, assignment, "missing", note, feedback_dir)
-        try:
-            nb = nbformat.read(submitted, as_version=4)
-        except Exception as exc:  # invalid JSON or not a notebook at all
-            detail = "not valid JSON: cut off or damaged?" if "JSON" in str(exc) else one_line(str(exc), 160)
-            why = f"invalid: {submitted.name} is not a readable notebook ({detail})"
+        nb, why = read_submission(submitted)
+        if nb is None:
             return self._failed(student_id, assignment, "invalid", note + why, feedback_dir)
-        self._reset()
-        target = self.work / "submitted" / student_id / assignment.name
+        note += why
+        target = self.work / "submitted" / WORK_STUDENT / assignment.name
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
-        autograded = self.work / "autograded" / student_id / assignment.name / f"{assignment.notebook}.ipynb"
+        autograded = self.autograded(assignment)
         with reference_on_path(self.work / "reference"):
-            log = self.api.autograde(assignment.name, student_id, force=True, create=True)
+            log = self.api.autograde(assignment.name, WORK_STUDENT, force=True, create=True)
         if not autograded.is_file():  # nbgrader drops the notebook when the kernel dies
             text = log.get("log", "") + "\n" + (log.get("error") or "")
             if "Kernel died" in text or "DeadKernel" in text:
@@ -207,13 +214,13 @@ class Grader:
                        "out of memory?); nothing could be graded")
                 return self._failed(student_id, assignment, "crashed", note + why, feedback_dir)
             raise GraderError(f"nbgrader autograde failed on {student_id}/{assignment.name}:\n{text.strip()}")
-        exercises, died = self._exercise_results(student_id, assignment, autograded, note)
+        exercises, died = self._exercise_results(assignment, autograded, note)
         status, reason = "graded", note.strip()
         if died:
-            status, reason = "crashed", note + "the kernel stopped in " + died + "; later cells did not run"
+            status, reason = "crashed", note + "grading stopped at " + died + "; later cells did not run"
         result = SubmissionResult(student_id, assignment.name, status, reason, exercises)
         if feedback_dir is not None:
-            self.api.generate_feedback(assignment.name, student_id, force=True)
+            self.api.generate_feedback(assignment.name, WORK_STUDENT, force=True)
         return self._finish(result, feedback_dir)
 
     def _failed(self, student_id: str, assignment: Assignment, status: str, reason: str,
@@ -221,7 +228,7 @@ class Grader:
         result = SubmissionResult(student_id, assignment.name, status, reason, zero_scores(assignment, reason))
         return self._finish(result, feedback_dir)
 
-    def _exercise_results(self, student_id: str, assignment: Assignment, autograded: Path,
+    def _exercise_results(self, assignment: Assignment, autograded: Path,
                           note: str) -> tuple[list[ExerciseResult], str]:
         """Per-exercise scores from the gradebook and feedback from the autograded notebook,
         and the cell where the kernel died ("" if it did not)."""
@@ -229,10 +236,10 @@ class Grader:
         errors = _cell_errors(nb)
         died = next((f"cell {i} ({c.metadata.get('nbgrader', {}).get('grade_id', 'not graded')}): {o.get('evalue')}"
                      for i, c in enumerate(nb.cells) if c.cell_type == "code"
-                     for o in c.get("outputs", []) if o.get("ename") == "DeadKernelError"), "")
+                     for o in c.get("outputs", []) if o.get("ename") in ("DeadKernelError", NOTEBOOK_TIME_LIMIT)), "")
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             grades = {}
-            for grade in gb.find_submission_notebook(assignment.notebook, assignment.name, student_id).grades:
+            for grade in gb.find_submission_notebook(assignment.notebook, assignment.name, WORK_STUDENT).grades:
                 grades[grade.name] = (grade.score or 0.0, grade.max_score or 0.0)
         results = []
         for exercise in assignment.exercises:
@@ -258,7 +265,7 @@ class Grader:
         assignment = self.repo.assignment(result.assignment)
         dest = feedback_dir / result.student_id / result.assignment / f"{assignment.notebook}.html"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        made = self.work / "feedback" / result.student_id / result.assignment / f"{assignment.notebook}.html"
+        made = self.work / "feedback" / WORK_STUDENT / result.assignment / f"{assignment.notebook}.html"
         if result.status == "graded" and made.is_file():
             shutil.copyfile(made, dest)
         else:
@@ -278,20 +285,57 @@ def fallback_html(result: SubmissionResult) -> str:
     )
 
 
-def discover(submitted: Path, assignments: list[Assignment]) -> list[tuple[str, Assignment, Path]]:
-    """Every (student, assignment) pair to grade: each student folder x each assignment.
+def discover(submitted: Path, assignments: list[Assignment]) -> tuple[list[tuple[str, Assignment, Path]], list[str]]:
+    """Every (student, assignment) pair to grade: each student folder x each assignment, and a
+    warning for each entry of ``submitted`` that is not graded (hidden folders, symbolic links,
+    which are reported and never followed, and plain files).
 
     Raises:
         FileNotFoundError: ``submitted`` is not a folder.
-        ValueError: a student folder's name cannot be an nbgrader student id.
     """
     if not submitted.is_dir():
         raise FileNotFoundError(f"{submitted} is not a folder; expected SUBMITTED/<student_id>/<assignment>/")
-    students = sorted(p for p in submitted.iterdir() if p.is_dir() and not p.name.startswith("."))
-    for student in students:
-        if not STUDENT_ID.match(student.name):
-            raise ValueError(f"student folder {student.name!r}: ids may use letters, digits, '_', '.', '-'")
-    return [(s.name, a, s / a.name) for s in students for a in assignments]
+    students, warnings = [], []
+    for entry in sorted(submitted.iterdir()):
+        if entry.is_symlink():
+            warnings.append(f"{entry.name!r} is a symbolic link (to {os.readlink(entry)}): not followed, not graded; "
+                            "copy the folder in if it is a student's")
+        elif not entry.is_dir():
+            warnings.append(f"{entry.name!r} is a file, not a student folder: not graded")
+        elif entry.name.startswith("."):
+            if entry.name != ".ipynb_checkpoints":
+                warnings.append(f"{entry.name!r} is a hidden folder: not graded; rename it if it is a student's")
+        else:
+            students.append(entry)
+    return [(s.name, a, s / a.name) for s in students for a in assignments], warnings
+
+
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
+    """The notebook at ``path`` and a note; ``None`` and the reason when it cannot be read.
+
+    Notebooks are UTF-8 JSON; one saved in another encoding (latin-1, Windows-1252) by an
+    editor is read all the same, with a note saying so.
+    """
+    data = path.read_bytes()
+    note = ""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        text = data.decode("cp1252", errors="strict") if _decodes(data, "cp1252") else data.decode("latin-1")
+        note = f"{path.name} is not UTF-8 (read as Windows-1252/latin-1; save notebooks as UTF-8). "
+    try:
+        return nbformat.reads(text, as_version=4), note
+    except Exception as exc:  # invalid JSON or not a notebook at all
+        detail = "not valid JSON: cut off or damaged?" if "JSON" in str(exc) else one_line(str(exc), 160)
+        return None, f"invalid: {path.name} is not a readable notebook ({detail})"
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def score_table(results: list[SubmissionResult]) -> str:

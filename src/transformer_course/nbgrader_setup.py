@@ -8,6 +8,7 @@ import hmac
 import os
 import secrets
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,7 @@ HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
 STUB_MESSAGE = "not written yet: replace this line with your code, run the cell, then the tests below it"
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
+NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
 
 
 def guard_token(secret: bytes, grade_id: str, source: str) -> str:
@@ -185,6 +187,8 @@ class KeepGradesOnCrash(Execute):
     """
 
     max_output_chars = Integer(100_000, help="characters of output kept per cell").tag(config=True)
+    max_total_output_chars = Integer(10_000_000, help="characters of output kept for the notebook").tag(config=True)
+    max_notebook_s = Integer(1800, help="seconds the whole notebook may run (0 = no limit)").tag(config=True)
     guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
 
     def _get_timeout(self, cell):
@@ -197,28 +201,43 @@ class KeepGradesOnCrash(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._dead_at = None
+        self._stopped = "the kernel died in an earlier cell"
         self._timeouts = 0
         self._chars: dict[int, int] = {}
+        self._total = 0
+        self._started = time.monotonic()
         return super().preprocess(nb, resources, km)
 
     def output(self, outs, msg, display_id, cell_index):
-        """Keep at most ``max_output_chars`` of a cell's output: a flood would fill memory."""
+        """Keep at most ``max_output_chars`` of a cell's output and ``max_total_output_chars`` of
+        the notebook's: a flood would fill memory and the feedback page."""
         content = msg.get("content", {})
-        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
-        used = self._chars.get(cell_index, 0)
-        self._chars[cell_index] = used + size
-        if used + size <= self.max_output_chars:
+        data = content.get("data", {})
+        if TOKEN_MIME in data and len(str(data)) < 1000:  # a test cell's token (small): never cut
             return super().output(outs, msg, display_id, cell_index)
-        if used <= self.max_output_chars:
-            outs.append(NotebookNode(output_type="stream", name="stdout", text=(
-                f"\n[output cut by the grader after {self.max_output_chars} characters]\n")))
+        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
+        used, total = self._chars.get(cell_index, 0), self._total
+        self._chars[cell_index] = used + size
+        self._total = total + size
+        if used + size <= self.max_output_chars and total + size <= self.max_total_output_chars:
+            return super().output(outs, msg, display_id, cell_index)
+        if used <= self.max_output_chars and total <= self.max_total_output_chars:  # say it once
+            limit = (f"{self.max_output_chars} characters in this cell" if used + size > self.max_output_chars
+                     else f"{self.max_total_output_chars} characters in the notebook")
+            outs.append(NotebookNode(output_type="stream", name="stdout",
+                                     text=f"\n[output cut by the grader after {limit}]\n"))
         return None
 
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
         if self._dead_at is not None:
-            cell.outputs = [_error("NotRun", "not run: the kernel died in an earlier cell")]
+            cell.outputs = [_error("NotRun", f"not run: {self._stopped}")]
+            return cell, resources
+        if self.max_notebook_s and time.monotonic() - self._started > self.max_notebook_s:
+            self._dead_at, self._stopped = index, "the notebook reached its time limit in an earlier cell"
+            cell.outputs = [_error(NOTEBOOK_TIME_LIMIT, f"not run: the notebook reached its time limit "
+                                   f"({self.max_notebook_s} s for all cells together) before this cell")]
             return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
@@ -257,7 +276,7 @@ def _error(ename: str, evalue: str) -> NotebookNode:
 
 
 def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
-                source: Path | None = None) -> Config:
+                source: Path | None = None, notebook_timeout: int = 1800, max_output_mb: float = 10.0) -> Config:
     """The nbgrader config of a course root whose sources are the repo's ``autograder/source``.
 
     Args:
@@ -266,6 +285,8 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
         timeout: seconds a cell may run when grading before it is interrupted.
         memory_mb: memory (data segment) a grading kernel may use, MiB; 0 = no limit.
         source: the assignments' source folder (default: the repo's ``autograder/source``).
+        notebook_timeout: seconds a whole notebook may run when grading (0 = no limit).
+        max_output_mb: output kept of a whole notebook, millions of characters.
     """
     repo = repo or Repo()
     c = Config()
@@ -290,6 +311,8 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
         autograde += [GuardNotebook, KeepGradesOnCrash, UnguardNotebook] if pp is Execute else [pp]
     c.Autograde.autograde_preprocessors = autograde
     c.GuardNotebook.memory_limit_mb = memory_mb
+    c.KeepGradesOnCrash.max_notebook_s = notebook_timeout
+    c.KeepGradesOnCrash.max_total_output_chars = int(max_output_mb * 1_000_000)
     # A kernel gets CPU time for every cell's timeout, twice over (torch uses several threads).
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
