@@ -1,6 +1,7 @@
 """A student in JupyterLab, in a real (headless) Chromium: run the stubs, see a test fail
 with a clear message, fill one stub, run again, see its test pass and its heatmap render.
-Also: nbgrader's JupyterLab extensions load, and the book's first page renders.
+Also: nbgrader's JupyterLab extensions load, the formgrader opened in a graded class's
+OUT/nbgrader shows its scores, and the book's first page renders.
 
 Needs Chromium (`make browser` installs Debian's package) and Playwright (a dev pin);
 skips with the reason otherwise. Screenshots go to build/screenshots/.
@@ -8,6 +9,7 @@ skips with the reason otherwise. Screenshots go to build/screenshots/.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -40,11 +42,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """JupyterLab on 127.0.0.1 (random port, token auth) over a copy of course/ and autograder/."""
-    root = tmp_path_factory.mktemp("lab")
-    shutil.copytree(ROOT / "course" / A01, root / A01)
+@contextlib.contextmanager
+def _jupyter_lab(root: Path):
+    """JupyterLab on 127.0.0.1 (random port, token auth), started in ``root``: (base URL, token)."""
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".jupyter"), JUPYTER_RUNTIME_DIR=str(root / ".runtime"))
     log = open(root / "lab.log", "w")
@@ -65,7 +65,7 @@ def lab(tmp_path_factory):
                 time.sleep(0.5)
         else:
             pytest.fail("JupyterLab did not start in 60 s")
-        yield base, token, root
+        yield base, token
     finally:
         proc.terminate()
         try:
@@ -73,6 +73,15 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab over a copy of course/01."""
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copytree(ROOT / "course" / A01, root / A01)
+    with _jupyter_lab(root) as (base, token):
+        yield base, token, root
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +180,37 @@ def test_book_first_page_renders(repo, browser, tmp_path):
     assert page.locator("a[href='01_self_attention.html']").count() >= 1
     page.screenshot(path=str(SHOTS / "04-book.png"))
     page.close()
+
+
+def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
+    """The README's way to see a graded class: JupyterLab started in OUT/nbgrader, Formgrader."""
+    from transformer_course.batch import grade_class
+
+    from .conftest import GRADING_TIMEOUT
+
+    submitted = tmp_path / "submitted"
+    for student in ("ada", "dev"):
+        shutil.copytree(repo.sample_class / student / A01, submitted / student / A01)
+    grade_class(submitted, tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with _jupyter_lab(tmp_path / "out" / "nbgrader") as (base, token):
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(60_000)
+        page.goto(f"{base}/formgrader/manage_students?token={token}")
+        row = page.locator("tr", has_text="ada")
+        row.first.wait_for()
+        assert "11" in row.first.inner_text()
+        page.screenshot(path=str(SHOTS / "05-formgrader-students.png"))
+        page.goto(f"{base}/formgrader/gradebook/{A01}/{A01}?token={token}")
+        rows = page.locator("tbody tr", has_text="dev")
+        rows.first.wait_for()
+        text = page.locator("tbody").inner_text()
+        assert "8 / 11" in text and "11 / 11" in text, text
+        assert "needs manual grade" not in text.lower()
+        page.screenshot(path=str(SHOTS / "06-formgrader-submissions.png"))
+        page.goto(f"{base}/formgrader?token={token}")
+        page.locator("tr", has_text="02_scaled_dot_product").first.wait_for()
+        cells = [c.strip() for c in page.locator("tr", has_text=A01).first.locator("td").all_inner_texts()]
+        assert "2" in cells, cells  # two submissions
+        page.screenshot(path=str(SHOTS / "07-formgrader-assignments.png"))
+        page.close()
