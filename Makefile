@@ -11,7 +11,7 @@ TIMEOUT ?= 60
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install build grade test bench book browser lint clean
+.PHONY: install build grade test bench book browser sandbox lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ book: install
 # Chromium for the browser test (tests/test_browser.py); the test skips, saying why, without it.
 browser: install
 	bash scripts/install_browser.sh
+
+# bubblewrap, the sandbox grading kernels run in (src/transformer_course/sandbox.py); without it
+# the grader runs kernels unsandboxed and says so.
+sandbox:
+	bash scripts/install_sandbox.sh
 
 lint: install
 	$(BIN)/ruff check .

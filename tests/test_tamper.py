@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from pathlib import Path
 
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell
 
+from transformer_course import sandbox
 from transformer_course.batch import grade_class, output_lock
 from transformer_course.cli import main
 from transformer_course.nbgrader_setup import TOKEN_MIME, guard_token
@@ -309,3 +312,45 @@ def test_notebook_time_limit_and_total_output_cap(repo, tmp_path):
     page = tmp_path / "out" / "nbgrader" / "autograded" / "loud" / A01 / f"{A01}.ipynb"
     assert page.stat().st_size < 1_500_000
     assert "characters in the notebook" in page.read_text()
+
+
+SANDBOX_ATTACKS = {
+    # A background process in a new session: it must die with its kernel.
+    "s_a_procs": "import subprocess\nsubprocess.Popen(['sleep', '617'], start_new_session=True)\n",
+    # An IPython startup file in the home folder, patching the comparisons of every later kernel.
+    "s_b_startup": ("import os, pathlib\n"
+                    "p = pathlib.Path(os.path.expanduser('~/.ipython/profile_default/startup'))\n"
+                    "p.mkdir(parents=True, exist_ok=True)\n"
+                    "(p / '00-x.py').write_text('import torch\\ntorch.allclose = lambda *a, **k: True\\n')\n"),
+    # Reading the class's output (other students' records and answers) and the repository.
+    "s_c_peek": ("import os, pathlib\n"
+                 "here = pathlib.Path.cwd()\n"
+                 "seen = [str(p) for up in here.parents for p in up.glob('*') if p.name in "
+                 "('results', 'nbgrader', 'submitted', 'grades.csv', 'feedback', 'gradebook.db')]\n"
+                 "print('SEEN', seen)\n"),
+}
+
+
+@pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed (`make sandbox`)")
+def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
+    solution = repo.solutions / f"{A01}.ipynb"
+    for student, attack in SANDBOX_ATTACKS.items():
+        nb = nbformat.read(solution, as_version=4)
+        _after(nb, "softmax", attack)
+        (tmp_path / "in" / student / A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
+    victim = nbformat.read(solution, as_version=4)
+    _set(victim, "softmax", WRONG_SOFTMAX)
+    (tmp_path / "in" / "s_d_victim" / A01).mkdir(parents=True)
+    nbformat.write(victim, tmp_path / "in" / "s_d_victim" / A01 / f"{A01}.ipynb")
+    out = tmp_path / "out"
+    results = {r.student_id: r for r in grade_class(tmp_path / "in", out, repo, timeout=GRADING_TIMEOUT,
+                                                    progress=False, workers=1) if r.assignment == A01}
+    assert all(results[s].score == 11 for s in SANDBOX_ATTACKS), {s: results[s].reason for s in SANDBOX_ATTACKS}
+    alive = subprocess.run(["pgrep", "-f", "sleep 617"], capture_output=True, text=True).stdout.split()
+    assert not alive, "a process started by a notebook outlived its kernel"
+    assert _scores(results["s_d_victim"]) == NO_SOFTMAX, "a startup file of an earlier notebook reached this one"
+    assert not (Path.home() / ".ipython/profile_default/startup/00-x.py").exists()
+    peek = nbformat.read(out / "nbgrader" / "autograded" / "s_c_peek" / A01 / f"{A01}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in peek.cells for o in c.get("outputs", []))
+    assert "SEEN []" in printed, printed[:500]

@@ -43,7 +43,7 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
-from . import __version__
+from . import __version__, sandbox
 from .build import convert_sources
 from .grade import (
     ExerciseResult,
@@ -302,6 +302,8 @@ def output_lock(out: Path) -> Iterator[None]:
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
                  scheduler: str | None, regrade: bool) -> list[SubmissionResult]:
     assignments = {a.name: a for a in convert_sources(repo)}
+    if sandbox.warning():
+        print(sandbox.warning(), file=sys.stderr)
     pairs, skipped = discover(submitted, list(assignments.values()))
     for warning in skipped:
         print(f"warning: {submitted.name}/{warning}", file=sys.stderr)

@@ -164,7 +164,7 @@ class Grader:
         shutil.copytree(self.repo.source, work / "source", ignore=ignore)
         shutil.copytree(self.repo.reference, work / "reference", ignore=ignore)
         self.api = generated_course(work, self.repo, self.assignments, timeout=timeout, memory_mb=memory_mb,
-                                    notebook_timeout=notebook_timeout, max_output_mb=max_output_mb,
+                                    notebook_timeout=notebook_timeout, max_output_mb=max_output_mb, sandbox=True,
                                     source=work / "source")
         self.coursedir = self.api.coursedir
         self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}

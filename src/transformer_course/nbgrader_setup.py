@@ -190,6 +190,14 @@ class KeepGradesOnCrash(Execute):
     max_total_output_chars = Integer(10_000_000, help="characters of output kept for the notebook").tag(config=True)
     max_notebook_s = Integer(1800, help="seconds the whole notebook may run (0 = no limit)").tag(config=True)
     guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
+    sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.sandbox)").tag(config=True)
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if self.sandboxed:  # nbgrader's Execute fixes the manager class at init, whatever the config says
+            from .sandbox import SandboxedKernelManager
+
+            self.kernel_manager_class = SandboxedKernelManager
 
     def _get_timeout(self, cell):
         """The student's ``--timeout`` is for their cells; the guard's own cell (importing torch
@@ -276,7 +284,8 @@ def _error(ename: str, evalue: str) -> NotebookNode:
 
 
 def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
-                source: Path | None = None, notebook_timeout: int = 1800, max_output_mb: float = 10.0) -> Config:
+                source: Path | None = None, notebook_timeout: int = 1800, max_output_mb: float = 10.0,
+                sandbox: bool = False) -> Config:
     """The nbgrader config of a course root whose sources are the repo's ``autograder/source``.
 
     Args:
@@ -287,6 +296,9 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
         source: the assignments' source folder (default: the repo's ``autograder/source``).
         notebook_timeout: seconds a whole notebook may run when grading (0 = no limit).
         max_output_mb: output kept of a whole notebook, millions of characters.
+        sandbox: run grading kernels in the sandbox (where bwrap is installed): they see the
+            notebook's own folder and the reference copy of ``course_root``, nothing else of it,
+            of its parent folders or of the repository.
     """
     repo = repo or Repo()
     c = Config()
@@ -316,6 +328,13 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     # A kernel gets CPU time for every cell's timeout, twice over (torch uses several threads).
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
+    if sandbox:
+        root = Path(course_root).resolve()
+        c.KeepGradesOnCrash.sandboxed = True
+        # The work area's parents: the other workers' areas and the class output (OUT/.work/<worker>).
+        c.SandboxedKernelManager.hidden = [str(repo.root), str(root.parent.parent), str(root.parent), str(root)]
+        c.SandboxedKernelManager.readonly = [sys.base_prefix, sys.prefix, str(root / "reference")]
+        c.SandboxedKernelManager.writable = [str(root / "autograded")]
     return c
 
 

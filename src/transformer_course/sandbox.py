@@ -1,0 +1,104 @@
+"""A sandbox for the kernels that run students' notebooks: bubblewrap (``bwrap``).
+
+Each grading kernel starts inside ``bwrap`` with its own PID namespace (every process it
+starts, even in a new session, dies with it), a read-only view of the machine, a private
+empty ``/tmp`` and ``HOME`` (nothing such as an IPython startup file survives the notebook),
+and the grader's folders hidden: the repository, the class's output and the other work
+areas. It can write only to its own notebook's folder, which the grader resets before the
+next notebook; it reads its own connection file and the hidden reference copy it is
+graded with. It keeps the network (Jupyter talks to it over TCP on 127.0.0.1).
+
+Where ``bwrap`` is missing (``make sandbox`` installs Debian's bubblewrap), kernels run
+without it and :func:`warning` says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from jupyter_client.manager import AsyncKernelManager
+from traitlets import List, Unicode
+
+
+def bwrap() -> str | None:
+    """The ``bwrap`` executable when it works here, else None. ``COURSE_SANDBOX=off`` turns it off."""
+    if os.environ.get("COURSE_SANDBOX", "").lower() in ("off", "0", "no"):
+        return None
+    return _working_bwrap()[0]
+
+
+@functools.cache
+def _working_bwrap() -> tuple[str | None, str]:
+    """(path, "") or (None, why): bwrap is installed and can create the namespaces it needs
+    (a container without the privileges for them refuses)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return None, "bubblewrap (bwrap) is not installed"
+    probe = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/",
+             "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"bwrap could not run here ({exc})"
+    if done.returncode != 0:
+        return None, f"bwrap cannot create its sandbox here ({done.stderr.strip()[:200]})"
+    return exe, ""
+
+
+def warning() -> str:
+    """One line for the grader to print when kernels run without the sandbox ('' when they do not)."""
+    if os.environ.get("COURSE_SANDBOX", "").lower() in ("off", "0", "no"):
+        return "warning: COURSE_SANDBOX=off: students' notebooks run WITHOUT a sandbox"
+    exe, why = _working_bwrap()
+    if exe:
+        return ""
+    return (f"warning: {why}, so students' notebooks run WITHOUT a sandbox: a notebook can read and "
+            "write what your user can, and leave processes behind. Install it with `make sandbox` "
+            "(Debian's bubblewrap; root or sudo).")
+
+
+def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: list[str]) -> list[str]:
+    """``cmd`` wrapped in bwrap: see the module docstring. Later mounts go over earlier ones, so
+    a ``readonly`` or ``writable`` folder inside a ``hidden`` one is visible again."""
+    exe = bwrap()
+    if exe is None:
+        return cmd
+    args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            "--setenv", "HOME", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/.ipython",
+            "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "PYTHONNOUSERSITE", "1",
+            # ipykernel watches its parent and exits when that is PID 1, as bwrap's init is; 1 turns
+            # the watch off (--die-with-parent ends the sandbox with its parent instead).
+            "--setenv", "JPY_PARENT_PID", "1"]
+    for path in hidden:
+        resolved = Path(path).resolve()
+        if resolved.is_dir() and resolved != Path("/") and not resolved.is_relative_to("/tmp"):
+            args += ["--tmpfs", path]
+    for path in readonly:
+        if Path(path).exists():
+            args += ["--ro-bind", path, path]
+    for path in writable:
+        if Path(path).exists():
+            args += ["--bind", path, path]
+    return [*args, "--", *cmd]
+
+
+class SandboxedKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager, starting the kernel through :func:`command`."""
+
+    hidden = List(Unicode(), help="folders the kernel must not see").tag(config=True)
+    readonly = List(Unicode(), help="folders it may read (inside hidden ones)").tag(config=True)
+    writable = List(Unicode(), help="folders it may write").tag(config=True)
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        # A SIGINT to the kernel's process group would end bwrap (and the kernel with it), so
+        # interrupts go as messages: ipykernel then signals itself, inside the sandbox.
+        self.kernel_spec.interrupt_mode = "message"
+        cmd = super().format_kernel_cmd(extra_arguments)
+        connection = os.path.realpath(self.connection_file)  # this kernel's only: not the others' keys
+        return command(cmd, [*self.hidden, os.path.dirname(connection)], [*self.readonly, connection],
+                       self.writable)
