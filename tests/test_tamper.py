@@ -334,9 +334,13 @@ SANDBOX_ATTACKS = {
 @pytest.mark.skipif(sandbox.bwrap() is None, reason="bubblewrap is not installed (`make sandbox`)")
 def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
     solution = repo.solutions / f"{A01}.ipynb"
+    checks = repo.reference / "course_reference" / "checks" / "nb01.py"
+    before = checks.read_bytes()
+    write_repo = (f"try:\n    open({str(checks)!r}, 'a').write('\\ncheck_softmax = lambda ns: None\\n')\n"
+                  "    print('WROTE THE CHECKS')\nexcept OSError as exc:\n    print('refused:', exc)\n")
     for student, attack in SANDBOX_ATTACKS.items():
         nb = nbformat.read(solution, as_version=4)
-        _after(nb, "softmax", attack)
+        _after(nb, "softmax", attack + (write_repo if student == "s_c_peek" else ""))
         (tmp_path / "in" / student / A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
     victim = nbformat.read(solution, as_version=4)
@@ -354,3 +358,4 @@ def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
     peek = nbformat.read(out / "nbgrader" / "autograded" / "s_c_peek" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in peek.cells for o in c.get("outputs", []))
     assert "SEEN []" in printed, printed[:500]
+    assert "refused:" in printed and checks.read_bytes() == before, "the repository is not the kernel's to write"

@@ -56,10 +56,6 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from .grade import check, exercise_table
-    from .sandbox import warning
-
-    if warning():
-        print(warning(), file=sys.stderr)
     result = check(_user_path(args.notebook), Repo(), timeout=args.timeout)
     print(exercise_table(result))
     if result.reason:
