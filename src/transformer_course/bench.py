@@ -31,7 +31,7 @@ import torch
 
 from .build import convert_sources, run_solution
 from .layout import Repo
-from .nbgrader_setup import reference_on_path, tools_on_path
+from .nbgrader_setup import environ, reference_on_path, tools_on_path
 
 # Students of the sample class whose notebooks run to the end (no endless loop, no crash):
 # the comparison is about grading overhead, not about waiting out a timeout.
@@ -271,16 +271,54 @@ def _model_figures(repo: Repo, train: bool) -> None:
         print(f"  {line.strip()}")
 
 
+def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, float]:
+    """Seconds per notebook grading the seven solutions in one process, with and without the
+    sandbox, interleaved (off, on, off, on, ...) so that both see the same machine."""
+    from . import sandbox
+    from .batch import grade_class
+
+    if sandbox.bwrap() is None:
+        return {}
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    with tempfile.TemporaryDirectory(prefix="tc-bench-sandbox-") as tmp:
+        submitted = Path(tmp) / "submitted"
+        for assignment in repo.assignments():
+            target = submitted / "solutions" / assignment.name
+            target.mkdir(parents=True)
+            shutil.copyfile(repo.solutions / f"{assignment.notebook}.ipynb", target / f"{assignment.notebook}.ipynb")
+        n = len(repo.assignments())
+        for index in range(rounds):
+            for mode in ("off", "on"):
+                with environ(COURSE_SANDBOX=mode):
+                    start = time.perf_counter()
+                    grade_class(submitted, Path(tmp) / f"out-{mode}-{index}", repo, timeout=timeout, progress=False,
+                                workers=1)
+                    times[mode].append((time.perf_counter() - start) / n)
+    off, on = statistics.median(times["off"]), statistics.median(times["on"])
+    return {"without (s per notebook)": off, "with (s per notebook)": on, "ratio": on / off}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
     parser.add_argument("--skip-grading", action="store_true", help="skip the catalogue and class grading")
     parser.add_argument("--grading-only", action="store_true", help="only the catalogue and class grading")
+    parser.add_argument("--sandbox-only", action="store_true", help="only the sandbox's overhead")
     parser.add_argument("--train", action="store_true",
                         help="re-run notebook 07 with its automatic configuration (~12 min on a CPU)")
     args = parser.parse_args(argv)
     repo = Repo()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
           f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
+    if args.sandbox_only or not args.skip_grading:
+        box = time_sandbox(repo)
+        print("\nThe grading sandbox (bubblewrap), the 7 solution notebooks graded in one process, median of 2:")
+        if box:
+            print(f"  without: {box['without (s per notebook)']:.2f} s per notebook; with: "
+                  f"{box['with (s per notebook)']:.2f} s; ratio {box['ratio']:.2f}")
+        else:
+            print("  not measured: bubblewrap is not installed (`make sandbox`)")
+        if args.sandbox_only:
+            return 0
     if not args.grading_only:
         _model_figures(repo, args.train)
     if args.skip_grading:

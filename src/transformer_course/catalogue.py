@@ -159,6 +159,10 @@ CORRECT.update({
     },
     "PositionalEncoding": {
         "buffer": PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n" + PE_FORWARD_OK,
+        # The table built inline in float32 with exp/log (annotated-transformer's way) or pow: its
+        # float32 rounding must pass the float64 case too (SPEC: tolerances accept float32 formulas).
+        "inline_exp_log_float32": PE_INIT + "        pe = torch.zeros(max_len, d_model)\n        position = torch.arange(0, max_len).unsqueeze(1)\n        div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))\n        pe[:, 0::2] = torch.sin(position * div_term)\n        pe[:, 1::2] = torch.cos(position * div_term)\n        self.register_buffer('pe', pe)\n\n" + PE_FORWARD_OK,
+        "inline_pow_float32": PE_INIT + "        pos = torch.arange(max_len, dtype=torch.float32)[:, None]\n        i = torch.arange(0, d_model, 2, dtype=torch.float32)\n        angle = pos / torch.pow(10000.0, i / d_model)\n        pe = torch.zeros(max_len, d_model)\n        pe[:, 0::2], pe[:, 1::2] = angle.sin(), angle.cos()\n        self.register_buffer('pe', pe)\n\n" + PE_FORWARD_OK,
         "non_persistent_3d": PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model).unsqueeze(0), persistent=False)\n\n"
         "    def forward(self, x):\n        if x.size(1) > self.max_len:\n            raise ValueError('too long for max_len')\n        return self.dropout(x + self.pe[:, : x.size(1)])\n",
     },

@@ -107,10 +107,10 @@ def unpack_pair(result: Any, what: str) -> tuple[torch.Tensor, torch.Tensor]:
     return as_tensor(result[0], f"{what}'s output"), as_tensor(result[1], f"{what}'s weights")
 
 
-def _close(got: torch.Tensor, expected: torch.Tensor) -> bool:
+def _close(got: torch.Tensor, expected: torch.Tensor, tol: Mapping[str, float] | None = None) -> bool:
     return got.shape == expected.shape and torch.allclose(
         got.detach().double(), expected.detach().double(), equal_nan=False,
-        **tolerance(expected.dtype),
+        **(tol or tolerance(expected.dtype)),
     )
 
 
@@ -120,6 +120,7 @@ def assert_matches(
     what: str,
     mistakes: Mapping[str, torch.Tensor] | None = None,
     hint: str = "",
+    tol: Mapping[str, float] | None = None,
 ) -> None:
     """Fail with a student-facing message unless ``got`` equals ``expected``.
 
@@ -130,6 +131,8 @@ def assert_matches(
         mistakes: known wrong results, by a description of the mistake that made them;
             if ``got`` equals one of them, the message names it.
         hint: appended to the message when no known mistake matches.
+        tol: ``rtol``/``atol`` to compare with, when the expected values carry less precision
+            than their dtype (default: :func:`tolerance` of ``expected.dtype``).
     """
     got = as_tensor(got, what)
     for description, wrong in (mistakes or {}).items():
@@ -152,7 +155,7 @@ def assert_matches(
             f"{what} contains inf/NaN (first at index {index}) where every value should be "
             f"finite. {hint}".strip()
         )
-    if not _close(got, expected):
+    if not _close(got, expected, tol):
         diff = (got.detach().double() - expected.detach().double()).abs()
         index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
         raise AssertionError(
