@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,18 @@ def namespace(code: str) -> dict:
                    "nb06_transformer", "nb07_training"):
         ref = importlib.import_module(f"course_reference.{module}")
         ns.update({k: v for k, v in vars(ref).items() if not k.startswith("_") and callable(v)})
-    exec(compile(code, "<answer cell>", "exec"), ns)
+    # An answer cell may import more of the earlier blocks itself, as students do.
+    blocks = types.ModuleType("course_blocks")
+    vars(blocks).update({k: v for k, v in ns.items() if callable(v)})
+    saved = sys.modules.get("course_blocks")
+    sys.modules["course_blocks"] = blocks
+    try:
+        exec(compile(code, "<answer cell>", "exec"), ns)
+    finally:
+        if saved is None:
+            sys.modules.pop("course_blocks", None)
+        else:
+            sys.modules["course_blocks"] = saved
     return ns
 
 

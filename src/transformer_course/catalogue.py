@@ -418,6 +418,13 @@ CORRECT.update({
     "greedy_decode": {
         "loop": GREEDY_OK,
         "while": GREEDY_OK.replace("    for _ in range(max_len - 1):\n", "    while ys.size(1) < max_len:\n"),
+        # The causal mask alone for the target (as the notebook's hint words it): generated tokens
+        # are never <pad> before a row ends, so target padding changes nothing here.
+        "causal_only_target": "from course_blocks import make_causal_mask\n\n" + GREEDY_OK.replace("make_decoder_mask(ys, model.pad_id)", "make_causal_mask(ys.size(1))"),
+        # Through forward(src, ys), which builds the same masks itself (bentrevett-style loops).
+        "forward": GREEDY_OK.replace("        h = model.decode(ys, memory, src_mask, make_decoder_mask(ys, model.pad_id))\n"
+                                     "        nxt = model.generator(h[:, -1]).argmax(-1)\n",
+                                     "        nxt = model(src, ys)[:, -1].argmax(-1)\n"),
     },
 })
 
@@ -466,6 +473,15 @@ MISTAKES.update({
         "no_early_stop": (GREEDY_OK.replace("        if done.all():\n            break\n", ""), "stop as soon as"),
         "max_len_without_bos": (GREEDY_OK.replace("range(max_len - 1)", "range(max_len)"), "max_len"),
         "first_position": (GREEDY_OK.replace("h[:, -1]", "h[:, 0]"), "LAST position"),
+        # From public implementations: a decoding loop that masks only causally and never passes
+        # the source padding mask (memory = model.encode(src, None)).
+        "no_source_mask": ("from course_blocks import make_causal_mask\n\n" + GREEDY_OK.replace("    src_mask = make_padding_mask(src, model.pad_id)\n",
+                                             "    src_mask = None\n")
+                           .replace("make_decoder_mask(ys, model.pad_id)", "make_causal_mask(ys.size(1))"),
+                           "source padding mask"),
+        "inverted_causal": ("from course_blocks import make_causal_mask\n\n" + GREEDY_OK.replace("make_decoder_mask(ys, model.pad_id)", "~make_causal_mask(ys.size(1))"),
+                            "inverted"),
+        "no_target_mask": (GREEDY_OK.replace("make_decoder_mask(ys, model.pad_id)", "None"), "no causal mask"),
     },
 })
 

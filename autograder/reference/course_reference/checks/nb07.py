@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import nb07_training as ref
+from ..nb04_masking import make_causal_mask
 from ..nb06_transformer import Transformer
 from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name, upstream_from
 
@@ -309,6 +310,65 @@ class _Scripted(torch.nn.Module):
         return self.decode(tgt, self.encode(src, None), None, None)
 
 
+class _Probe(torch.nn.Module):
+    """A model whose next token depends on exactly what the masks let it see.
+
+    Position t of the decoder sums the target tokens its mask row allows and the source tokens
+    its source-mask row allows (each token weighted by its position), and the last position then
+    sums what it may see of the other positions' sums: so a missing source padding mask, a
+    missing or inverted causal mask change the chosen tokens. Tokens are picked by a hash of
+    that number, never ``pad_id`` or ``<bos>``; ``forward`` builds the masks as the course's
+    ``Transformer`` does.
+    """
+
+    def __init__(self, pad_id: int, bos_id: int, vocab: int = 13):
+        super().__init__()
+        self.pad_id, self.vocab = pad_id, vocab
+        self.choices = torch.tensor([i for i in range(vocab) if i not in (pad_id, bos_id)])
+        self.generator = torch.nn.Identity()
+
+    @staticmethod
+    def _allowed(mask: torch.Tensor | None, b: int, t: int, s: int) -> torch.Tensor:
+        if mask is None:
+            return torch.ones(b, t, s, dtype=torch.float64)
+        m = mask if mask.dtype == torch.bool else mask != 0
+        while m.dim() < 4:
+            m = m.unsqueeze(0)
+        return torch.broadcast_to(m, (b, m.size(1), t, s))[:, 0].to(torch.float64)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        return src.to(torch.float64)[..., None] + 0.5  # (B, S, 1): the tokens (<pad> included, nonzero)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask) -> torch.Tensor:
+        b, t = tgt.shape
+        s = memory.size(1)
+        x = tgt.to(torch.float64) * 1.7 ** torch.arange(t, dtype=torch.float64)
+        y = memory[..., 0] * 1.3 ** torch.arange(s, dtype=torch.float64)
+        see_tgt, see_src = self._allowed(tgt_mask, b, t, t), self._allowed(src_mask, b, t, s)
+        h = (see_tgt * x[:, None, :]).sum(-1) + (see_src * y[:, None, :]).sum(-1)  # (B, T)
+        z = (see_tgt * (h * 1.1 ** torch.arange(t, dtype=torch.float64))[:, None, :]).sum(-1)  # (B, T)
+        pick = ((torch.sin(z * 12.9898) * 43758.5453).remainder(1.0) * len(self.choices)).long()
+        pick = pick.clamp(0, len(self.choices) - 1)
+        return F.one_hot(self.choices[pick], self.vocab).to(torch.float32)  # (B, T, V) "logits"
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        src_mask = ref.make_padding_mask(src, self.pad_id)
+        return self.decode(tgt, self.encode(src, src_mask), src_mask, ref.make_decoder_mask(tgt, self.pad_id))
+
+
+def _decode_with(model: torch.nn.Module, src: torch.Tensor, steps: int, src_mask, tgt_mask_of) -> torch.Tensor:
+    """Greedy decoding of ``steps`` tokens with the given (wrong) masks, for naming mistakes."""
+    memory = model.encode(src, src_mask)
+    out = torch.full((src.size(0), 1), BOS)
+    finished = torch.zeros(src.size(0), dtype=torch.bool)
+    for _ in range(steps):
+        nxt = model.generator(model.decode(out, memory, src_mask, tgt_mask_of(out))[:, -1]).argmax(-1)
+        nxt = nxt.masked_fill(finished, PAD)
+        out = torch.cat([out, nxt[:, None]], 1)
+        finished |= nxt == EOS
+    return out
+
+
 def check_greedy_decode(ns: dict[str, Any]) -> None:
     greedy = guarded(student_name(ns, "greedy_decode"), "greedy_decode")
     # 1. Stopping and padding, with a scripted model.
@@ -358,6 +418,31 @@ def check_greedy_decode(ns: dict[str, Any]) -> None:
                    {f"the source padding mask is not used ({SECTION_DECODE}).": no_mask} if no_mask is not None else {},
                    hint=f"Encode once, then repeatedly decode the tokens so far with a causal mask and append the "
                         f"argmax of the LAST position's logits ({SECTION_DECODE}).")
+    # 3. A probe whose tokens depend on every mask: source padding, causal, inverted.
+    probe = _Probe(PAD, BOS)
+    src = torch.tensor([[5, 6, 7, 8, 9, 10], [4, 9, 7, PAD, PAD, PAD], [11, 12, PAD, PAD, PAD, PAD]])
+    expected = ref.greedy_decode(probe, src, 9, BOS, EOS)
+    got = greedy(probe, src, 9, BOS, EOS)
+    mistakes = {}
+    if isinstance(got, torch.Tensor) and got.shape == expected.shape and not torch.equal(got, expected):
+        steps = expected.size(1) - 1
+        pad_mask = ref.make_padding_mask(src, PAD)
+        causal = make_causal_mask
+        mistakes = {
+            f"the source padding mask is not passed to encode/decode: the decoder attends to <pad> source tokens "
+            f"({SECTION_DECODE}).": _decode_with(probe, src, steps, None, lambda out: causal(out.size(1))),
+            f"no causal mask when decoding the prefix: earlier positions see later ones, which changes the "
+            f"last position's input in a deep model; pass make_decoder_mask(out, pad_id) ({SECTION_DECODE}).":
+                _decode_with(probe, src, steps, pad_mask, lambda out: None),
+            f"the causal mask is inverted (True must mean 'may attend') ({SECTION_DECODE}).":
+                _decode_with(probe, src, steps, pad_mask, lambda out: ~causal(out.size(1))),
+            f"no masks at all: neither source padding nor causal ({SECTION_DECODE}).":
+                _decode_with(probe, src, steps, None, lambda out: None),
+        }
+    assert_matches(got, expected, "greedy_decode on a model whose tokens depend on its masks "
+                   "(src (3, 6), rows 1-2 padded)", mistakes,
+                   hint=f"Pass the source padding mask to encode and decode, and make_decoder_mask(out, pad_id) "
+                        f"to decode ({SECTION_DECODE}).")
 
 
 def _flat_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
