@@ -443,9 +443,10 @@ print("Notice: with ε > 0 each curve has a minimum below 1; with ε = 0 the los
 # 2. split the target with `make_teacher_forcing_batch`;
 # 3. `logits = model(src, decoder_input)` (the model builds its masks from `model.pad_id`);
 # 4. `loss = loss_fn(logits, labels)`;
-# 5. `optimizer.zero_grad()`, `loss.backward()`, clip the gradient norm to 1.0
-#    (`nn.utils.clip_grad_norm_`: one bad batch cannot blow up the weights),
-#    `optimizer.step()`, then `scheduler.step()` (the schedule moves once per **batch**).
+# 5. `optimizer.zero_grad()`, `loss.backward()`, then, optionally, clip the gradient norm
+#    to 1.0 (`nn.utils.clip_grad_norm_`: not in the paper, a common safeguard so that one
+#    bad batch cannot blow up the weights; our solution does it), `optimizer.step()`, then
+#    `scheduler.step()` (the schedule moves once per **batch**).
 #
 # Start with `model.train()` (dropout on). Return the mean loss **per target token**:
 # batches hold different numbers of real labels, so weight each batch's mean loss by its
@@ -465,7 +466,7 @@ print("Notice: with ε > 0 each curve has a minimum below 1; with ε = 0 the los
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# For each batch: move to `device`, split with `make_teacher_forcing_batch`, compute logits and loss, `zero_grad`, `backward`, clip the gradient norm, `optimizer.step()`, then `scheduler.step()`. Return the loss averaged per target token over the epoch.
+# For each batch: move to `device`, split with `make_teacher_forcing_batch`, compute logits and loss, `zero_grad`, `backward`, (optionally) clip the gradient norm, `optimizer.step()`, then `scheduler.step()`. Return the loss averaged per target token over the epoch.
 #
 # </details>
 # <details><summary>Hint 3: the key line</summary>
