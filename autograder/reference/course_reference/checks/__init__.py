@@ -158,10 +158,43 @@ def assert_matches(
     if not _close(got, expected, tol):
         diff = (got.detach().double() - expected.detach().double()).abs()
         index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
+        found = locate(got, expected, tol)
         raise AssertionError(
             f"{what} differs from the expected values: max abs error {diff.max().item():.3g} "
-            f"at index {index}. {hint}".strip()
+            f"at index {index}{'; ' + found if found else ''}. {hint}".strip()
         )
+
+
+def locate(got: torch.Tensor, expected: torch.Tensor, tol: Mapping[str, float] | None = None) -> str:
+    """Where and how ``got`` differs from ``expected`` (same shape), in words, without values:
+    a constant factor or offset, a transpose, or the indices of an axis that hold every
+    difference ("only columns 1, 3, 5 of the last axis differ"). '' when nothing simple fits."""
+    g, e = got.detach().double(), expected.detach().double()
+    tol = dict(tol or tolerance(expected.dtype))
+    close = torch.isclose(g, e, **tol)
+    facts = []
+    if e.dim() >= 2 and e.size(-1) == e.size(-2) and torch.allclose(g, e.transpose(-1, -2), **tol):
+        return "it equals the expected result with its last two axes swapped (a transpose)"
+    usable = e.abs() > 1e-6
+    if usable.sum() >= 2:
+        ratio = g[usable] / e[usable]
+        if torch.allclose(ratio, ratio.median().expand_as(ratio), rtol=1e-3, atol=1e-6):
+            return f"it is the expected result times {ratio.median().item():.4g} everywhere (a wrong scale factor?)"
+    offset = g - e
+    if torch.allclose(offset, offset.median().expand_as(offset), rtol=0, atol=1e-5 + tol["atol"]):
+        return f"it is the expected result plus {offset.median().item():.4g} everywhere (a constant offset)"
+    if close.all() or not (~close).any():
+        return ""
+    names = {e.dim() - 1: "the last axis", e.dim() - 2: "the second-to-last axis"} if e.dim() >= 2 else {0: "axis 0"}
+    for axis in range(e.dim()):
+        others = [d for d in range(e.dim()) if d != axis]
+        wrong = (~close).any(dim=others) if others else ~close
+        if 0 < int(wrong.sum()) < wrong.numel():
+            where = [int(i) for i in wrong.nonzero().flatten()]
+            shown = ", ".join(map(str, where[:8])) + (", ..." if len(where) > 8 else "")
+            label = names.get(axis, f"axis {axis}")
+            facts.append(f"only indices {shown} of {label} (size {e.size(axis)}) differ")
+    return "; ".join(facts[:2])
 
 
 def upstream_from(module: Any) -> Callable[..., dict[str, Any]]:
