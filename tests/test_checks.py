@@ -92,3 +92,17 @@ def test_reseeding_does_not_change_the_test_inputs():
 def test_missing_name_is_reported_clearly():
     with pytest.raises(AssertionError, match="`softmax` is not defined"):
         run_checks("softmax", {})
+
+
+def test_feedback_locates_differences_that_match_no_known_mistake():
+    """The README's example: a table wrong in its cos columns only."""
+    from course_reference.checks import locate
+    from course_reference.nb05_positional_encoding import sinusoidal_positional_encoding
+
+    table = sinusoidal_positional_encoding(6, 8)
+    wrong = table.clone()
+    wrong[:, 1::2] = wrong[:, 1::2] * 0.5 + 0.1  # an exponent bug in the cos columns only
+    assert locate(wrong, table) == "only indices 1, 3, 5, 7 of the last axis (size 8) differ"
+    assert "times 2" in locate(table * 2, table)
+    assert "transpose" in locate(table[:6, :6].T, table[:6, :6])
+    assert "plus 0.5" in locate(table + 0.5, table)
