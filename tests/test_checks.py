@@ -106,3 +106,21 @@ def test_feedback_locates_differences_that_match_no_known_mistake():
     assert "times 2" in locate(table * 2, table)
     assert "transpose" in locate(table[:6, :6].T, table[:6, :6])
     assert "plus 0.5" in locate(table + 0.5, table)
+
+
+def test_section_pointers_in_feedback_name_real_headings(repo):
+    """Every "see section N, 'Title'" of the checks is a heading "## N. Title" of its notebook."""
+    import re
+
+    def norm(text: str) -> str:
+        return re.sub(r"[`$\\{}()]", "", text).lower().strip()
+
+    problems = []
+    for module in sorted((repo.reference / "course_reference" / "checks").glob("nb[0-9][0-9].py")):
+        assignment = next(a for a in repo.assignments() if a.name.startswith(module.stem[2:4]))
+        headings = {(int(n), norm(t)) for n, t in re.findall(r"^# ## (\d+)\. (.+)$", assignment.source_file.read_text(),
+                                                             re.MULTILINE)}
+        for n, title in re.findall(r"see section (\d+), '([^']+)'", module.read_text()):
+            if (int(n), norm(title)) not in headings:
+                problems.append(f"{module.name}: section {n}, {title!r} is not a heading of {assignment.name}")
+    assert not problems, "\n".join(problems)

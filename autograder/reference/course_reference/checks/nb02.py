@@ -11,7 +11,7 @@ from ..nb02_scaled_dot_product import scaled_dot_product_attention as ref_sdpa
 from . import assert_matches, generator, randn, student_name, unpack_pair
 
 SECTION_SCALE = "see section 1, 'Why scale by sqrt(d_k)'"
-SECTION_MASK = "see section 3, 'Masks: True means attend'"
+SECTION_MASK = "see section 2, 'Masks: True means attend'"
 
 
 def _sdpa(ns: dict[str, Any]):

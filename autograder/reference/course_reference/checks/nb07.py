@@ -18,7 +18,7 @@ SECTION_TF = "see section 2, 'Teacher forcing'"
 SECTION_LR = "see section 3, 'The learning-rate schedule'"
 SECTION_LS = "see section 4, 'Label smoothing'"
 SECTION_LOOP = "see section 5, 'One epoch of training'"
-SECTION_DECODE = "see section 7, 'Greedy decoding'"
+SECTION_DECODE = "see section 6, 'Greedy decoding'"
 PAD, BOS, EOS = 0, 2, 3
 
 
