@@ -61,7 +61,8 @@ sns.set_theme(style="whitegrid", palette="colorblind")
 # Take a query and a key whose $d_k$ components are independent with mean 0 and
 # variance 1. Their dot product $q\cdot k = \sum_{t=1}^{d_k} q_t k_t$ is a sum of $d_k$
 # terms of variance 1, so its **variance is $d_k$** and its typical size $\sqrt{d_k}$.
-# At $d_k = 512$ scores of ±40 are common; softmax of such scores is nearly one-hot
+# At $d_k = 512$ one standard deviation is $\sqrt{512} \approx 22.6$, so scores beyond ±20 are
+# common and beyond ±45 not rare; softmax of such scores is nearly one-hot
 # (*saturated*), and its gradient, $\partial p_i / \partial s_j = p_i(\delta_{ij} - p_j)$,
 # is nearly zero everywhere: the model stops learning where to look. Dividing by
 # $\sqrt{d_k}$ brings the variance back to 1 whatever $d_k$ is.
@@ -116,7 +117,9 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 #
 # ## 3. Dropout on the weights
 #
-# The paper applies dropout to the attention weights during training. With
+# The paper's dropout (§5.4) goes on the output of every sub-layer and on the sums of
+# embeddings and positional encodings; dropout on the attention weights themselves is a
+# common addition (tensor2tensor has it, and so does PyTorch's built-in). With
 # `dropout_p > 0`, drop each weight with probability `p` and scale the rest by
 # `1/(1-p)` (that is what `F.dropout` does), so the expected output is unchanged. Like
 # the PyTorch built-in, the function applies dropout whenever `dropout_p > 0`; a model
@@ -276,7 +279,7 @@ print("scaled_dot_product_attention: dropout tests passed")
 # %%
 q, k, v = torch.randn(2, 4, 6, 16), torch.randn(2, 4, 7, 16), torch.randn(2, 4, 7, 16)
 mask = torch.rand(2, 1, 6, 7) > 0.3
-mask[..., 0] = True  # keep one key per row: the built-in gives NaN for fully blocked rows
+mask[..., 0] = True  # at least one key per row (fully blocked rows have their own test above)
 for label, m in (("no mask", None), ("bool mask", mask)):
     mine, _ = scaled_dot_product_attention(q, k, v, mask=m)
     builtin = F.scaled_dot_product_attention(q, k, v, attn_mask=m)

@@ -210,7 +210,7 @@ def _check_stack(ns: dict[str, Any], name: str, layer_name: str, seed: int) -> N
                 first_only if num_layers > 1 else None,
             f"every layer gets the stack's input; each layer's input is the previous layer's output ({SECTION_STACK}).":
                 last_only if num_layers > 1 else None,
-            f"a final LayerNorm is applied; the SPEC'S stacks return the last layer's output as it is ({SECTION_STACK}).":
+            f"a final LayerNorm is applied; as in the paper's post-LN design, each layer already ends with a LayerNorm, so the stack returns the last layer's output as it is ({SECTION_STACK}).":
                 final_norm,
         }
         got = _call(ns, mine, f"{name}.forward", *args, deps=deps)

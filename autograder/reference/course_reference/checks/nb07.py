@@ -153,7 +153,7 @@ def check_LabelSmoothingLoss(ns: dict[str, Any]) -> None:  # noqa: N802 (SPEC na
                 "smoothing is spread over the V-1 wrong classes only; F.cross_entropy spreads it over all V "
                 f"classes, the true one included ({SECTION_LS}).": mean((1 - smoothing) * nll + smoothing * others)
                     if smoothing else None,
-                f"smoothing is not spread over the padding class; the SPEC's loss spreads it over all V classes ({SECTION_LS}).":
+                f"smoothing is not spread over the padding class; spread it over all V classes, as F.cross_entropy(label_smoothing=...) does ({SECTION_LS}).":
                     mean((1 - smoothing) * nll + smoothing * no_pad) if smoothing and ignore >= 0 else None,
                 f"the smoothing term is missing: that is plain cross-entropy ({SECTION_LS}).":
                     F.cross_entropy(flat_logits, flat, ignore_index=ignore) if smoothing else None,
