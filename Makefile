@@ -45,12 +45,12 @@ book: install
 
 # Chromium for the browser test (tests/test_browser.py); the test skips, saying why, without it.
 browser: install
-	bash scripts/install_browser.sh
+	bash scripts/install_tool.sh chromium chromium "tests/test_browser.py will skip"
 
 # bubblewrap, the sandbox grading kernels run in (src/transformer_course/sandbox.py); without it
 # the grader runs kernels unsandboxed and says so.
 sandbox:
-	bash scripts/install_sandbox.sh
+	bash scripts/install_tool.sh bubblewrap bwrap "grading runs unsandboxed"
 
 lint: install
 	$(BIN)/ruff check .
