@@ -6,6 +6,7 @@ fails if the README stops saying it."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -71,6 +72,22 @@ def test_self_learner_checks_from_their_own_folder(tmp_path):
     assert "01_self_attention: 9 / 11" in result.stdout
     assert "-- attention_scores" in result.stdout and "axes swapped" in result.stdout
     assert sorted(p.name for p in mine.iterdir()) == ["01_self_attention.ipynb"], "check writes nothing beside it"
+
+
+def test_check_speaks_json_for_a_ci_job(tmp_path):
+    said(".venv/bin/transformer-course check 01_self_attention.ipynb --json")
+    text = (ROOT / "solutions" / "01_self_attention.ipynb").read_text()
+    (tmp_path / "01_self_attention.ipynb").write_text(
+        text.replace("return query @ key.transpose(-2, -1)", "return key @ query.transpose(-2, -1)"))
+    result = run([str(ROOT / CLI), "check", "01_self_attention.ipynb", "--json",
+                  "--timeout", str(GRADING_TIMEOUT)], tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["assignment"], report["status"], report["score"], report["max_score"]) == (
+        "01_self_attention", "graded", 9, 11)
+    scores = {e["exercise"]: (e["score"], e["max_score"]) for e in report["exercises"]}
+    assert scores["attention_scores"] == (0, 2) and scores["softmax"] == (3, 3)
+    assert "axes swapped" in next(e["feedback"] for e in report["exercises"] if e["exercise"] == "attention_scores")
 
 
 def test_check_of_a_missing_notebook_says_so():

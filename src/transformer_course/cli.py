@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -57,6 +58,11 @@ def _grade(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .grade import check, exercise_table
     result = check(_user_path(args.notebook), Repo(), timeout=args.timeout)
+    if args.json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
+        print(json.dumps({"assignment": result.assignment, "status": result.status, "reason": result.reason,
+                          "score": result.score, "max_score": result.max_score,
+                          "exercises": [vars(e) for e in result.exercises]}, indent=1))
+        return 1 if result.status == GRADER_ERROR else 0
     print(exercise_table(result))
     if result.reason:
         print(result.reason)
@@ -96,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("check", help="grade one notebook of your own, without a gradebook")
     p.add_argument("notebook", help="path to your NN_name.ipynb")
+    p.add_argument("--json", action="store_true",
+                   help="print the result as JSON (score, max_score, per-exercise score, max_score, feedback)")
     p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
     p.set_defaults(func=_check)
 
