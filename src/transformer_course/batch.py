@@ -105,12 +105,10 @@ def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task
         _GRADERS[key] = Grader(work, Repo(Path(root)), **limits)
     grader = _GRADERS[key]
     assignment = next(a for a in grader.assignments if a.name == task.assignment)
-    with tempfile.TemporaryDirectory(prefix="tc-task-") as tmp:
-        path = None
-        if task.data is not None:
-            path = Path(tmp) / "in" / (task.filename or f"{assignment.notebook}.ipynb")
-            path.parent.mkdir()
-            path.write_bytes(task.data)
+    with tempfile.TemporaryDirectory(prefix="tc-task-") as tmp:  # a task always has a notebook (see _missing)
+        path = Path(tmp) / "in" / task.filename
+        path.parent.mkdir()
+        path.write_bytes(task.data)
         result = grader.grade(task.student_id, assignment, path, task.note, Path(tmp) / "fb")
         html = Path(tmp, "fb", task.student_id, assignment.name, f"{assignment.notebook}.html").read_text()
     autograded = grader.autograded(assignment)
@@ -302,8 +300,8 @@ def output_lock(out: Path) -> Iterator[None]:
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
                  scheduler: str | None, regrade: bool) -> list[SubmissionResult]:
     assignments = {a.name: a for a in convert_sources(repo)}
-    if sandbox.warning():
-        print(sandbox.warning(), file=sys.stderr)
+    if unsandboxed := sandbox.warning():
+        print(unsandboxed, file=sys.stderr)
     pairs, skipped = discover(submitted, list(assignments.values()))
     for warning in skipped:
         print(f"warning: {submitted.name}/{warning}", file=sys.stderr)

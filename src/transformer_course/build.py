@@ -155,16 +155,16 @@ def run_solution(assignment: Assignment, train_config: str | None = None) -> nbf
         # A training run's cells last minutes; the others are held to 10 minutes.
         nb = execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
-    nb.metadata[BUILD_KEY] = {"inputs": solution_inputs(assignment)}
+    nb.metadata[BUILD_KEY] = {"inputs": solution_inputs(assignment, nb)}
     return nb
 
 
-def solution_inputs(assignment: Assignment) -> str:
-    """A digest of what an executed solution's outputs depend on: its code cells and, except
-    for a training notebook, the files shipped beside it (a retrain takes many minutes, so a
-    training run is kept while its own code is unchanged; ``build --retrain`` redoes it)."""
+def solution_inputs(assignment: Assignment, nb: nbformat.NotebookNode) -> str:
+    """A digest of what the outputs of ``nb`` (a :func:`solution_notebook`) depend on: its code
+    cells and, except for a training notebook, the files shipped beside it (a retrain takes many
+    minutes, so a training run is kept while its own code is unchanged; ``build --retrain`` redoes it)."""
     digest = hashlib.sha256()
-    for cell in solution_notebook(assignment).cells:
+    for cell in nb.cells:
         if cell.cell_type == "code":
             digest.update(cell.source.encode() + b"\0")
     if not assignment.trains:
@@ -180,10 +180,10 @@ def _kept_run(assignment: Assignment, target: Path) -> nbformat.NotebookNode | N
     if not target.is_file():
         return None
     committed = nbformat.read(target, as_version=4)
-    if committed.metadata.get(BUILD_KEY, {}).get("inputs") != solution_inputs(assignment):
+    fresh = solution_notebook(assignment)
+    if committed.metadata.get(BUILD_KEY, {}).get("inputs") != solution_inputs(assignment, fresh):
         return None
     old = [c for c in committed.cells if c.cell_type == "code"]
-    fresh = solution_notebook(assignment)
     new = [c for c in fresh.cells if c.cell_type == "code"]
     if [c.source for c in old] != [c.source for c in new] or not all(c.execution_count for c in old):
         return None

@@ -57,15 +57,16 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from .grade import check, exercise_table
+
     result = check(_user_path(args.notebook), Repo(), timeout=args.timeout)
     if args.json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
         print(json.dumps({"assignment": result.assignment, "status": result.status, "reason": result.reason,
                           "score": result.score, "max_score": result.max_score,
                           "exercises": [vars(e) for e in result.exercises]}, indent=1))
-        return 1 if result.status == GRADER_ERROR else 0
-    print(exercise_table(result))
-    if result.reason:
-        print(result.reason)
+    else:
+        print(exercise_table(result))
+        if result.reason:
+            print(result.reason)
     return 1 if result.status == GRADER_ERROR else 0
 
 

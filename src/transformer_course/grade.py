@@ -191,12 +191,10 @@ class Grader:
             notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, WORK_STUDENT)
             return {g.name: float(g.score or 0.0) for g in notebook.grades}
 
-    def grade(self, student_id: str, assignment: Assignment, submitted: Path | None, note: str = "",
+    def grade(self, student_id: str, assignment: Assignment, submitted: Path, note: str = "",
               feedback_dir: Path | None = None) -> SubmissionResult:
-        """Autograde one notebook (``None`` = not handed in) and write its feedback HTML."""
+        """Autograde one notebook and write its feedback HTML."""
         self._reset()  # nothing of the previous notebook (its autograded copy, its grades) remains
-        if submitted is None:
-            return self._failed(student_id, assignment, "missing", note, feedback_dir)
         nb, why = read_submission(submitted)
         if nb is None:
             return self._failed(student_id, assignment, "invalid", note + why, feedback_dir)
@@ -321,21 +319,16 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        text = data.decode("cp1252", errors="strict") if _decodes(data, "cp1252") else data.decode("latin-1")
         note = f"{path.name} is not UTF-8 (read as Windows-1252/latin-1; save notebooks as UTF-8). "
+        try:
+            text = data.decode("cp1252")
+        except UnicodeDecodeError:  # cp1252 leaves five bytes undefined; latin-1 decodes any byte
+            text = data.decode("latin-1")
     try:
         return nbformat.reads(text, as_version=4), note
     except Exception as exc:  # invalid JSON or not a notebook at all
         detail = "not valid JSON: cut off or damaged?" if "JSON" in str(exc) else one_line(str(exc), 160)
         return None, f"invalid: {path.name} is not a readable notebook ({detail})"
-
-
-def _decodes(data: bytes, encoding: str) -> bool:
-    try:
-        data.decode(encoding)
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 def score_table(results: list[SubmissionResult]) -> str:

@@ -223,7 +223,7 @@ class KeepGradesOnCrash(Execute):
         data = content.get("data", {})
         if TOKEN_MIME in data and len(str(data)) < 1000:  # a test cell's token (small): never cut
             return super().output(outs, msg, display_id, cell_index)
-        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
+        size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in data.values())
         used, total = self._chars.get(cell_index, 0), self._total
         self._chars[cell_index] = used + size
         self._total = total + size
