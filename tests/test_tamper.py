@@ -96,6 +96,45 @@ def softmax(x, dim=-1):
     e = (x - x.amax(dim, keepdim=True)).exp()
     return e / e.sum(dim, keepdim=True)
 """
+LYING_SUBCLASS = """
+class Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "isclose"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+def softmax(x, dim=-1):
+    return torch.zeros_like(x).as_subclass(Liar)
+"""
+LYING_MODE = """
+from torch.overrides import TorchFunctionMode
+
+class Liar(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal"):
+            return True
+        return func(*args, **(kwargs or {}))
+
+Liar().__enter__()
+"""
+PATCH_DURING_TEST = """
+import sys
+def softmax(x, dim=-1):  # patches the checks while they run, after the grader's restore
+    for name, module in list(sys.modules.items()):
+        if name.startswith("course_reference.checks"):
+            for attr in ("assert_matches", "_close"):
+                if hasattr(module, attr):
+                    setattr(module, attr, lambda *a, **k: True)
+    return (x - x.amax(dim, keepdim=True)).exp()  # finite, but not normalised
+"""
+PEEK_AT_CELLS = """
+def _peek(lines):
+    print("PEEK:", "".join(lines))
+    return lines
+
+get_ipython().input_transformers_post.append(_peek)
+"""
 STUBBORN = """
 import time
 while True:
@@ -128,6 +167,11 @@ def _cases():
     """student -> (edit function, expected points per exercise, words in the feedback)."""
     return {
         "t_comparisons": (lambda nb: (_set(nb, "softmax", WRONG_SOFTMAX + PATCH_COMPARISONS)), NO_SOFTMAX, ""),
+        "t_subclass": (lambda nb: _set(nb, "softmax", LYING_SUBCLASS), NO_SOFTMAX, ""),
+        "t_function_mode": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + LYING_MODE), NO_SOFTMAX, ""),
+        "t_patch_during_test": (lambda nb: _set(nb, "softmax", PATCH_DURING_TEST), NO_SOFTMAX,
+                                "compared outside the notebook"),
+        "t_peek_at_cells": (lambda nb: _after(nb, "softmax", PEEK_AT_CELLS), FULL, ""),
         "t_fake_checks": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + FAKE_CHECKS), NO_SOFTMAX, ""),
         "t_steal_reference": (lambda nb: (_after(nb, "softmax", STEAL_REFERENCE),
                                           _set(nb, "attention_scores", WRAP_REFERENCE)),
@@ -207,6 +251,15 @@ def test_grader_cells_and_tokens_do_not_reach_the_student(tampered):
         assert TOKEN_MIME not in html and "guard" not in html
 
 
+def test_hidden_tests_do_not_reach_the_kernel_as_cell_source(tampered):
+    """An input transformer sees each cell's code before it runs; a test cell's code is only a call."""
+    _, out = tampered
+    nb = nbformat.read(out / "nbgrader" / "autograded" / "t_peek_at_cells" / A01 / f"{A01}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "PEEK:" in printed and "test_softmax_hidden" in printed  # the transformer ran on test cells
+    assert "check_softmax" not in printed and "BEGIN HIDDEN" not in printed
+
+
 def test_files_the_grader_reads_cannot_be_poisoned(repo, tmp_path):
     """A notebook that overwrites the checks, the gradebook and the sources of its work area
     does not change the grade of the next notebook graded by the same worker."""
@@ -240,6 +293,8 @@ def test_guard_token_matches_the_kernel_side(repo):
     assert guard.TOKEN_MIME == TOKEN_MIME
     assert guard.token(b"k" * 32, "test_x", "print(1)") == guard_token(b"k" * 32, "test_x", "print(1)")
     assert guard.token(b"k" * 32, "test_x", "print(1)") != guard_token(b"k" * 32, "test_x", "print(2)")
+    assert guard.token(b"k" * 32, "test_x", "print(1)", "r") == guard_token(b"k" * 32, "test_x", "print(1)", "r")
+    assert guard.token(b"k" * 32, "test_x", "print(1)", "r") != guard_token(b"k" * 32, "test_x", "print(1)", "s")
 
 
 def _scores(result):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import sys
@@ -34,11 +35,18 @@ HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
 STUB_MESSAGE = "not written yet: replace this line with your code, run the cell, then the tests below it"
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
+MAX_RECORD_CHARS = 16_000_000  # a test cell's record of checked values (base64), at most
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
 
 
-def guard_token(secret: bytes, grade_id: str, source: str) -> str:
-    return hmac.new(secret, f"{grade_id}\0{source}".encode(), hashlib.sha256).hexdigest()
+def guard_token(secret: bytes, grade_id: str, source: str, record: str = "") -> str:
+    digest = hashlib.sha256(record.encode()).hexdigest()
+    return hmac.new(secret, f"{grade_id}\0{source}\0{digest}".encode(), hashlib.sha256).hexdigest()
+
+
+def _assignment_notebook(folder: str, resources: dict) -> Path:
+    info = resources.get("nbgrader", {})
+    return Path(folder) / info.get("assignment", "") / f"{info.get('notebook', '')}.ipynb"
 
 
 def _grade_id(cell: NotebookNode) -> str | None:
@@ -61,8 +69,7 @@ class RestoreTestCells(Preprocessor):
     release_dir = Unicode("", help="nbgrader's release folder (release/<assignment>/<nb>.ipynb)").tag(config=True)
 
     def preprocess(self, nb, resources):
-        info = resources.get("nbgrader", {})
-        path = Path(self.release_dir) / info.get("assignment", "") / f"{info.get('notebook', '')}.ipynb"
+        path = _assignment_notebook(self.release_dir, resources)
         if not self.release_dir or not path.is_file():
             return nb, resources
         release = nbformat.read(path, as_version=4)
@@ -93,10 +100,9 @@ class GuardNotebook(Preprocessor):
         folder = Path(resources.get("metadata", {}).get("path") or ".").resolve()
         secret, name = secrets.token_bytes(32), "_" + secrets.token_hex(8)
         secret_file = folder / f".grader-{secrets.token_hex(8)}"
-        secret_file.write_bytes(secret)
-        secret_file.chmod(0o600)
         resources["course_guard"] = secret
         exercises = [_grade_id(c) for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+        tests = {}
         for cell in nb.cells:
             # Only the grader marks cells as its own: a student's copy of these keys means nothing.
             cell.metadata.pop("course_guard", None)
@@ -108,7 +114,10 @@ class GuardNotebook(Preprocessor):
                     exercise = exercise_of(gid, exercises)
                 except ValueError:
                     exercise = ""
-                cell.source = f"{name}({gid!r}, {exercise!r}, {cell.source!r})"
+                tests[gid] = cell.source
+                cell.source = f"{name}({gid!r}, {exercise!r})"
+        secret_file.write_text(json.dumps({"secret": secret.hex(), "tests": tests}))
+        secret_file.chmod(0o600)
         preamble = new_code_cell(
             "import course_reference.guard\n"
             f"course_reference.guard.install(globals(), {name!r}, {str(secret_file)!r}, "
@@ -123,14 +132,29 @@ class GuardNotebook(Preprocessor):
 class UnguardNotebook(Preprocessor):
     """After execution: drop the guard's cell, give test cells back their source, and fail
     a test cell that neither failed nor carries its valid token (something stopped or
-    replaced the runner)."""
+    replaced the runner), or whose checked values do not match the reference's when
+    compared again in this process (:mod:`transformer_course.verify`)."""
 
     enabled = Bool(True)
+    source_dir = Unicode("", help="the assignments' source folder: the test cells whose code may run here").tag(
+        config=True)
+    reference = Unicode("", help="folder holding course_reference, for comparisons outside the kernel").tag(
+        config=True)
+
+    def _trusted_tests(self, resources) -> dict[str, str]:
+        """Test cells of the source notebook, hidden tests included, by grade_id: only their code
+        runs in this process."""
+        path = _assignment_notebook(self.source_dir, resources)
+        if not (self.source_dir and self.reference and path.is_file()):
+            return {}
+        return {_grade_id(c): c.source for c in nbformat.read(path, as_version=4).cells if _is_test(c)}
 
     def preprocess(self, nb, resources):
         secret = resources.pop("course_guard", None)
         if secret is None:
             return nb, resources
+        trusted = self._trusted_tests(resources)
+        notebook = resources.get("nbgrader", {}).get("notebook", "")
         for cell in (c for c in nb.cells if c.metadata.get("course_guard")):
             failed = [o for o in cell.outputs if o.get("output_type") == "error"]
             if failed:
@@ -143,12 +167,21 @@ class UnguardNotebook(Preprocessor):
             cell.source = original
             tokens = [o for o in cell.outputs if TOKEN_MIME in o.get("data", {})]
             cell.outputs = [o for o in cell.outputs if TOKEN_MIME not in o.get("data", {})]
-            expected = guard_token(secret, _grade_id(cell), original)
             if any(o.get("output_type") == "error" for o in cell.outputs):
                 continue
-            if not any(o["data"][TOKEN_MIME].get("token") == expected for o in tokens):
+            valid = [o["data"][TOKEN_MIME] for o in tokens if isinstance(o["data"][TOKEN_MIME], dict)
+                     and o["data"][TOKEN_MIME].get("token") == guard_token(
+                         secret, _grade_id(cell), original, str(o["data"][TOKEN_MIME].get("record", "")))]
+            if not valid:
                 cell.outputs.append(_error("GraderError", "this test did not run to its end under the grader: "
                                            "something in the notebook stopped or replaced it"))
+            elif trusted.get(_grade_id(cell)) == original:
+                from . import verify  # torch: imported only when grading
+
+                reason = verify.compare(Path(self.reference), notebook, original, str(valid[0].get("record", "")))
+                if reason:
+                    cell.outputs.append(_error("OutsideCheckError", "the values this test checked differ from "
+                                               f"the reference's when compared outside the notebook: {reason}"))
         return nb, resources
 
 
@@ -212,6 +245,7 @@ class KeepGradesOnCrash(Execute):
         self._stopped = "the kernel died in an earlier cell"
         self._timeouts = 0
         self._chars: dict[int, int] = {}
+        self._tokens: set[int] = set()
         self._total = 0
         self._started = time.monotonic()
         return super().preprocess(nb, resources, km)
@@ -221,7 +255,9 @@ class KeepGradesOnCrash(Execute):
         the notebook's: a flood would fill memory and the feedback page."""
         content = msg.get("content", {})
         data = content.get("data", {})
-        if TOKEN_MIME in data and len(str(data)) < 1000:  # a test cell's token (small): never cut
+        if (TOKEN_MIME in data and cell_index not in self._tokens and len(str(data)) < MAX_RECORD_CHARS
+                and self.nb.cells[cell_index].metadata.get("course_guard_source") is not None):
+            self._tokens.add(cell_index)  # a test cell's token and record, once per cell: never cut
             return super().output(outs, msg, display_id, cell_index)
         size = len(str(content.get("text", ""))) + sum(len(str(v)) for v in data.values())
         used, total = self._chars.get(cell_index, 0), self._total
@@ -318,6 +354,8 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     at = sanitize.index(OverwriteCells)  # which then gives restored cells their hidden tests
     c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
     c.RestoreTestCells.release_dir = str(Path(course_root) / "release")
+    c.UnguardNotebook.source_dir = c.CourseDirectory.source_directory
+    c.UnguardNotebook.reference = str(repo.reference)
     autograde = []
     for pp in Autograde.class_traits()["autograde_preprocessors"].default():
         autograde += [GuardNotebook, KeepGradesOnCrash, UnguardNotebook] if pp is Execute else [pp]

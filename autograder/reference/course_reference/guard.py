@@ -9,7 +9,8 @@ reference, and failing tests would look like passing ones. The grader therefore
 1. runs :func:`install` in a cell of its own before any student code: resource limits,
    a snapshot of the functions and hooks that tests rely on, the hidden reference taken
    off ``sys.path``/``sys.modules``, and a runner under a random name;
-2. runs every test cell through that runner, which first puts the snapshot back, runs
+2. runs every test cell through that runner (the cell only names the test; its source comes
+   from the grader's file, so an input transformer never sees hidden tests), which first puts the snapshot back, runs
    the test code, refuses a result computed by the reference's own implementation of
    the exercise, and, only if the test code finished, publishes a token (an HMAC of the
    test cell's source with a secret the kernel never sees in any cell source);
@@ -27,6 +28,7 @@ import hashlib
 import hmac
 import importlib
 import inspect
+import json
 import os
 import sys
 import types
@@ -195,10 +197,12 @@ def _is_reference(obj: Any, objects: list) -> bool:
 class Runner:
     """Runs one test cell's code under the grader's watch (see the module docstring)."""
 
-    def __init__(self, secret: bytes, snapshot: _Snapshot, hidden: dict[str, types.ModuleType], ns: dict):
-        self._secret, self._snapshot, self._hidden, self._ns = secret, snapshot, hidden, ns
+    def __init__(self, secret: bytes, tests: dict[str, str], snapshot: _Snapshot,
+                 hidden: dict[str, types.ModuleType], ns: dict):
+        self._secret, self._tests, self._snapshot, self._hidden, self._ns = secret, tests, snapshot, hidden, ns
 
-    def __call__(self, grade_id: str, exercise: str, source: str) -> None:
+    def __call__(self, grade_id: str, exercise: str) -> None:
+        source = self._tests[grade_id]  # not in the cell: input transformers see only this call
         self._snapshot.restore()
         ns = self._ns
         sys.modules.update(self._hidden)  # hidden tests import the checks
@@ -208,6 +212,10 @@ class Runner:
             raise AssertionError(f"`{exercise}` is the hidden reference implementation, not your own; "
                                  "write it yourself.")
         watch = _Watch(keys)
+        checks = self._hidden.get(f"{PACKAGE}.checks")
+        recorded: list = []
+        if checks is not None:
+            checks.RECORD = recorded  # put back to None by the restore below
         previous = sys.getprofile()
         stdout = sys.stdout
         try:
@@ -215,7 +223,8 @@ class Runner:
                 warnings.simplefilter("always")
                 sys.setprofile(watch)
                 try:
-                    exec(compile(source, f"<test cell {grade_id}>", "exec"), ns)
+                    with _plain_torch():
+                        exec(compile(source, f"<test cell {grade_id}>", "exec"), ns)
                 finally:
                     hooked = sys.getprofile() is watch
                     sys.setprofile(previous)
@@ -232,12 +241,29 @@ class Runner:
         if not hooked:
             raise AssertionError("the notebook changed the interpreter's profiler during a test "
                                  "(sys.setprofile); the grader cannot accept this result.")
-        _publish(token(self._secret, grade_id, source))
+        payload = _serialize(recorded)
+        _publish(token(self._secret, grade_id, source, payload), payload)
 
     def _hide(self) -> None:
         for name in list(sys.modules):
             if name == PACKAGE or name.startswith(PACKAGE + "."):
                 self._hidden[name] = sys.modules.pop(name)
+
+
+@contextlib.contextmanager
+def _plain_torch() -> Iterator[None]:
+    """Torch as it ships, for the test: no ``__torch_function__`` of a tensor subclass or of a
+    ``TorchFunctionMode``, and no ``TorchDispatchMode`` (any of them could answer "equal")."""
+    import torch
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
+
+    while _len_torch_dispatch_stack() > 0:
+        _pop_mode()
+    with torch._C.DisableTorchFunction():
+        yield
+    if _len_torch_dispatch_stack() > 0:
+        raise AssertionError("the code under test left a TorchDispatchMode active; the grader cannot "
+                             "accept this result.")
 
 
 def _from_reference(value: Any) -> bool:
@@ -247,17 +273,34 @@ def _from_reference(value: Any) -> bool:
     return isinstance(module, str) and module.startswith(PACKAGE)
 
 
-def token(secret: bytes, grade_id: str, source: str) -> str:
-    """The proof that ``source`` of test cell ``grade_id`` ran to its end under the runner."""
-    return hmac.new(secret, f"{grade_id}\0{source}".encode(), hashlib.sha256).hexdigest()
+def token(secret: bytes, grade_id: str, source: str, record: str = "") -> str:
+    """The proof that ``source`` of test cell ``grade_id`` ran to its end under the runner,
+    having recorded ``record`` (see :func:`_serialize`)."""
+    digest = hashlib.sha256(record.encode()).hexdigest()
+    return hmac.new(secret, f"{grade_id}\0{source}\0{digest}".encode(), hashlib.sha256).hexdigest()
 
 
-def _publish(value: str) -> None:
+def _serialize(recorded: list) -> str:
+    """The values the test's passing comparisons saw, as base64 of ``torch.save`` ('' if none):
+    the grader reads them back with ``weights_only=True`` and compares them itself."""
+    if not recorded:
+        return ""
+    import base64
+    import io
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(list(recorded), buffer)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _publish(value: str, record: str) -> None:
     from IPython import get_ipython
 
     shell = get_ipython()
     if shell is not None:
-        shell.display_pub.publish(data={TOKEN_MIME: {"token": value}}, metadata={})
+        shell.display_pub.publish(data={TOKEN_MIME: {"token": value, "record": record}}, metadata={})
 
 
 def _limit(memory_mb: int, cpu_s: int) -> None:
@@ -286,13 +329,15 @@ def install(ns: dict, name: str, secret_file: str, memory_mb: int = 0, cpu_s: in
     Args:
         ns: the notebook's global namespace.
         name: a random name for the runner (not knowable in advance by the notebook).
-        secret_file: a file holding the per-run secret; read, then deleted.
+        secret_file: a JSON file, read then deleted: ``secret`` (hex), the per-run secret, and
+            ``tests``, the source of each test cell by grade_id (the cells only name them).
         memory_mb: data-segment limit of the kernel in MiB (0 = none).
         cpu_s: CPU-time limit of the kernel in seconds (0 = none).
     """
     path = Path(secret_file)
-    secret = path.read_bytes()
+    given = json.loads(path.read_text())
     path.unlink()
+    secret, tests = bytes.fromhex(given["secret"]), dict(given["tests"])
     _limit(memory_mb, cpu_s)
     with _quiet():
         for module in ("nb01", "nb02", "nb03", "nb04", "nb05", "nb06", "nb07"):
@@ -325,7 +370,7 @@ def install(ns: dict, name: str, secret_file: str, memory_mb: int = 0, cpu_s: in
             if isinstance(history, list) and history:
                 history[-1] = ""
     hidden: dict[str, types.ModuleType] = {}
-    runner = Runner(secret, snapshot, hidden, ns)
+    runner = Runner(secret, tests, snapshot, hidden, ns)
     runner._hide()
     reference_root = str(Path(_HERE).parent)
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(reference_root).resolve()]

@@ -16,6 +16,19 @@ from typing import Any
 
 import torch
 
+# While a test cell runs under the grader, every comparison that passes appends what it saw
+# here: (what, the student's value, tolerance). The grader then compares those values again,
+# in its own process, with the reference's (transformer_course.verify): a notebook that changes
+# how tensors compare inside its own process cannot change that verdict.
+RECORD: list[tuple[str, Any, dict[str, float] | None]] | None = None
+
+
+def record(what: str, got: Any, tol: Mapping[str, float] | None = None) -> None:
+    """Note a value that passed a comparison (``tol`` None: it must be equal, not just close)."""
+    if RECORD is not None:
+        value = got.detach().clone() if isinstance(got, torch.Tensor) else got
+        RECORD.append((what, value, dict(tol) if tol is not None else None))
+
 
 def generator(seed: int) -> torch.Generator:
     """A private RNG, so a student who reseeds torch cannot steer the test inputs."""
@@ -163,6 +176,7 @@ def assert_matches(
             f"{what} differs from the expected values: max abs error {diff.max().item():.3g} "
             f"at index {index}{'; ' + found if found else ''}. {hint}".strip()
         )
+    record(what, got, tol or tolerance(expected.dtype))
 
 
 def locate(got: torch.Tensor, expected: torch.Tensor, tol: Mapping[str, float] | None = None) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ..nb02_scaled_dot_product import scaled_dot_product_attention as ref_sdpa
-from . import assert_matches, generator, randn, student_name, unpack_pair
+from . import assert_matches, generator, randn, record, student_name, unpack_pair
 
 SECTION_SCALE = "see section 1, 'Why scale by sqrt(d_k)'"
 SECTION_MASK = "see section 2, 'Masks: True means attend'"
@@ -141,6 +141,7 @@ def check_fully_masked(ns: dict[str, Any]) -> None:
                     f"{row.abs().max().item():.3g} ({dtype}); a large negative fill such as -1e9 "
                     f"gives uniform weights there, not zeros ({SECTION_MASK})."
                 )
+            record(f"the {name} of a fully blocked row ({dtype})", row)
 
 
 def check_dropout(ns: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from .. import nb04_masking as ref
-from . import generator, reference_for, student_name, upstream_from
+from . import generator, record, reference_for, student_name, upstream_from
 
 SECTION_PADDING = "see section 1, 'Padding masks'"
 SECTION_CAUSAL = "see section 2, 'Causal masks'"
@@ -33,6 +33,7 @@ def _assert_mask(got: Any, expected: torch.Tensor, what: str, mistakes: dict[str
     if not torch.equal(got, expected):
         wrong = (got != expected).nonzero()[0].tolist()
         raise AssertionError(f"{what} is wrong at index {tuple(wrong)} (and maybe elsewhere). {hint}")
+    record(what, got)
 
 
 def _tokens(gen: torch.Generator, lengths: list[int], length: int, pad_id: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ from . import (
     generator,
     guarded,
     randn,
+    record,
     reference_for,
     student_name,
     tolerance,
@@ -66,8 +67,9 @@ def _check_table(got: Any, max_len: int, d: int, what: str) -> None:
         raise AssertionError(f"{what} has dtype torch.float64; return float32 (.float()) ({SECTION_PE}).")
     if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
         if torch.allclose(got, expected, **PE_TOL):
+            record(what, got, PE_TOL)
             return
-    assert_matches(got, expected, what, _pe_mistakes(max_len, d),
+    assert_matches(got, expected, what, _pe_mistakes(max_len, d), tol=PE_TOL,
                    hint=f"Expected PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...) ({SECTION_PE}).")
 
 
@@ -113,6 +115,7 @@ def check_PositionalEncoding(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPE
             if pe.numel() != table.numel() or not torch.allclose(pe.reshape(table.shape).float(), table, **PE_TOL):
                 raise AssertionError(f"{what}: the `pe` buffer should hold the ({max_len}, {d}) sinusoidal table, "
                                      f"got shape {tuple(pe.shape)}.")
+            record(f"{what}: the `pe` buffer", pe.reshape(table.shape).float(), PE_TOL)
             module.to(dtype).eval()
             if dict(module.named_buffers())["pe"].dtype != dtype:
                 raise AssertionError(f"{what}: .to({dtype}) did not convert `pe`; register it as a buffer.")
@@ -148,9 +151,11 @@ def check_PositionalEncoding(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPE
         if (trained == 0).sum() == 0:
             raise AssertionError(f"with dropout=0.5 in train() mode nothing was dropped: apply nn.Dropout after "
                                  f"adding the table ({SECTION_MODULE}).")
-        if not torch.allclose(module(x), x + ref.sinusoidal_positional_encoding(16, 8)[:16], **PE_TOL):
+        out = module(x)
+        if not torch.allclose(out, x + ref.sinusoidal_positional_encoding(16, 8)[:16], **PE_TOL):
             raise AssertionError(f"in eval() mode the output should be x + pe[:L] exactly (no dropout) "
                                  f"({SECTION_MODULE}).")
+        record("PositionalEncoding(8, dropout=0.5) in eval() mode", out, PE_TOL)
 
 
 def check_TokenEmbedding(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPEC's class name)

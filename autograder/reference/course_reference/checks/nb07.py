@@ -12,7 +12,17 @@ import torch.nn.functional as F
 from .. import nb07_training as ref
 from ..nb04_masking import make_causal_mask
 from ..nb06_transformer import Transformer
-from . import assert_matches, construct, generator, guarded, randn, reference_for, student_name, upstream_from
+from . import (
+    assert_matches,
+    construct,
+    generator,
+    guarded,
+    randn,
+    record,
+    reference_for,
+    student_name,
+    upstream_from,
+)
 
 SECTION_TF = "see section 2, 'Teacher forcing'"
 SECTION_LR = "see section 3, 'The learning-rate schedule'"
@@ -106,6 +116,8 @@ def check_noam_lr(ns: dict[str, Any]) -> None:
             got[step] = float(value)
         wrong = [s for s in steps if not math.isclose(got[s], ref.noam_lr(s, d_model, warmup), rel_tol=1e-6)]
         if not wrong:
+            for step in steps:
+                record(f"noam_lr({step}, {d_model}, {warmup})", got[step], {"rtol": 1e-6, "atol": 0.0})
             continue
         where = f"noam_lr(step, d_model={d_model}, warmup_steps={warmup})"
         # Name a mistake only if it explains every step (some agree with the right rate on part of the curve).
@@ -286,6 +298,7 @@ def check_train_epoch(ns: dict[str, Any]) -> None:
             f"train_epoch returned {got:.5g}; expected the mean loss PER TARGET TOKEN, {expected:.5g}: weight "
             f"each batch's mean loss by its number of non-pad labels ({SECTION_LOOP})."
         )
+    record("train_epoch's mean loss", got, {"rtol": 1e-5, "atol": 0.0})
 
 
 class _Scripted(torch.nn.Module):
