@@ -40,3 +40,15 @@ def test_figures_cover_the_whole_catalogue(catalogue_graded):
     assert numbers["correct variants"] + numbers["mistakes"] == len(found) > 150
     assert numbers["correct variants at full marks (%)"] == 100.0
     assert numbers["mistakes caught (%)"] == 100.0
+
+
+def test_the_outside_catalogue_is_graded_apart(catalogue_graded):
+    """Code adapted from public implementations and bugs from their issue threads (outside.py)."""
+    found, _ = catalogue_graded
+    own, theirs = figures(found, "own"), figures(found, "outside")
+    assert theirs["correct variants"] >= 10 and theirs["mistakes"] >= 10
+    assert own["correct variants"] + theirs["correct variants"] == figures(found)["correct variants"]
+    assert theirs["correct variants at full marks (%)"] == 100.0
+    assert theirs["mistakes caught (%)"] == 100.0
+    assert theirs["mistakes named in feedback (%)"] >= 90.0
+    assert all(o.case.source.startswith("https://") for o in found if o.case.origin == "outside")

@@ -1,8 +1,7 @@
 """Tampering with the grader from answer cells: each notebook gets the points it earned and no
 more, and the class run goes on. Graded through the real path (`grade_class`, Dask workers).
 
-Each case starts from the solution of notebook 01 (softmax 3, attention_scores 2,
-self_attention 3, SelfAttention 3 points) and changes what a student could change.
+The attacks on notebook 01 are in ``transformer_course.attacks`` (``make bench`` counts them too).
 """
 
 from __future__ import annotations
@@ -14,218 +13,31 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbformat.v4 import new_code_cell
 
-from transformer_course import sandbox
+from transformer_course import attacks, sandbox
+from transformer_course.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
 from transformer_course.batch import grade_class, output_lock
 from transformer_course.cli import main
 from transformer_course.nbgrader_setup import TOKEN_MIME, guard_token
 
 from .conftest import GRADING_TIMEOUT
 
-A01 = "01_self_attention"
-FULL = {"softmax": 3, "attention_scores": 2, "self_attention": 3, "SelfAttention": 3}
-WRONG_SOFTMAX = "def softmax(x, dim=-1):\n    return x.exp()\n"  # not normalised
-NO_SOFTMAX = dict(FULL, softmax=0)
-
-PATCH_COMPARISONS = """
-import numpy, numpy.testing, torch, torch.testing
-torch.allclose = lambda *a, **k: True
-torch.equal = lambda *a, **k: True
-torch.testing.assert_close = lambda *a, **k: None
-numpy.testing.assert_allclose = lambda *a, **k: None
-torch.Tensor.allclose = lambda *a, **k: True
-torch.Tensor.__eq__ = lambda *a, **k: torch.tensor(True)
-torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
-"""
-FAKE_CHECKS = """
-import sys, types
-fake = types.ModuleType("course_reference")
-fake.__path__ = []
-checks = types.ModuleType("course_reference.checks")
-checks.__path__ = []
-nb01 = types.ModuleType("course_reference.checks.nb01")
-for name in ("check_softmax", "check_attention_scores", "check_self_attention", "check_SelfAttention"):
-    setattr(nb01, name, lambda *a, **k: None)
-checks.nb01, fake.checks = nb01, checks
-sys.modules.update({"course_reference": fake, "course_reference.checks": checks,
-                    "course_reference.checks.nb01": nb01})
-"""
-STEAL_REFERENCE = """
-import sys
-try:
-    with open("/proc/self/environ", "rb") as f:
-        env = dict(v.split(b"=", 1) for v in f.read().split(b"\\0") if b"=" in v)
-    sys.path[:0] = env.get(b"PYTHONPATH", b"").decode().split(":")
-    import course_reference.nb01_self_attention as ref
-    softmax = ref.softmax
-except ImportError as exc:
-    print("could not steal it:", exc)
-"""
-WRAP_REFERENCE = """
-def attention_scores(query, key):
-    import sys
-    for module in list(sys.modules.values()):  # whatever the grader has loaded
-        if getattr(module, "__name__", "").endswith("nb01_self_attention"):
-            return module.attention_scores(query, key)
-    return query @ key.mT * 2
-"""
-SILENCE_ERRORS = """
-import sys
-ip = get_ipython()
-ip.showtraceback = lambda *a, **k: None
-ip._showtraceback = lambda *a, **k: None
-ip.set_custom_exc((BaseException,), lambda *a, **k: None)
-sys.excepthook = lambda *a: None
-"""
-SILENCE_DISPLAY = """
-import sys
-get_ipython().display_pub.publish = lambda *a, **k: None
-sys.displayhook = lambda value: None
-"""
-REPLACE_RUNNER = """
-for _k, _v in list(globals().items()):
-    if _k.startswith("_") and callable(_v) and not isinstance(_v, type) and _k not in ("_", "__", "___"):
-        globals()[_k] = lambda *a, **k: None
-"""
-NOISY_SOFTMAX = """
-import sys, warnings
-def softmax(x, dim=-1):
-    warnings.warn("softmax: this is only a warning", UserWarning)
-    print("progress...", file=sys.stderr)
-    e = (x - x.amax(dim, keepdim=True)).exp()
-    return e / e.sum(dim, keepdim=True)
-"""
-LYING_SUBCLASS = """
-class Liar(torch.Tensor):
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal", "isclose"):
-            return True
-        return super().__torch_function__(func, types, args, kwargs or {})
-
-def softmax(x, dim=-1):
-    return torch.zeros_like(x).as_subclass(Liar)
-"""
-LYING_MODE = """
-from torch.overrides import TorchFunctionMode
-
-class Liar(TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("allclose", "equal"):
-            return True
-        return func(*args, **(kwargs or {}))
-
-Liar().__enter__()
-"""
-PATCH_DURING_TEST = """
-import sys
-def softmax(x, dim=-1):  # patches the checks while they run, after the grader's restore
-    for name, module in list(sys.modules.items()):
-        if name.startswith("course_reference.checks"):
-            for attr in ("assert_matches", "_close"):
-                if hasattr(module, attr):
-                    setattr(module, attr, lambda *a, **k: True)
-    return (x - x.amax(dim, keepdim=True)).exp()  # finite, but not normalised
-"""
-PEEK_AT_CELLS = """
-def _peek(lines):
-    print("PEEK:", "".join(lines))
-    return lines
-
-get_ipython().input_transformers_post.append(_peek)
-"""
-STUBBORN = """
-import time
-while True:
-    try:
-        time.sleep(0.2)
-    except KeyboardInterrupt:
-        pass
-"""
-
-
-def _cell(nb, grade_id):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def _after(nb, grade_id, code):
-    """A cell of the student's own right after answer cell ``grade_id``."""
-    at = nb.cells.index(_cell(nb, grade_id)) + 1
-    nb.cells.insert(at, new_code_cell(code))
-
-
-def _set(nb, grade_id, code):
-    _cell(nb, grade_id).source = code
-
-
-def _delete(nb, *grade_ids):
-    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in grade_ids]
-
-
-def _cases():
-    """student -> (edit function, expected points per exercise, words in the feedback)."""
-    return {
-        "t_comparisons": (lambda nb: (_set(nb, "softmax", WRONG_SOFTMAX + PATCH_COMPARISONS)), NO_SOFTMAX, ""),
-        "t_subclass": (lambda nb: _set(nb, "softmax", LYING_SUBCLASS), NO_SOFTMAX, ""),
-        "t_function_mode": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + LYING_MODE), NO_SOFTMAX, ""),
-        "t_patch_during_test": (lambda nb: _set(nb, "softmax", PATCH_DURING_TEST), NO_SOFTMAX,
-                                "compared outside the notebook"),
-        "t_peek_at_cells": (lambda nb: _after(nb, "softmax", PEEK_AT_CELLS), FULL, ""),
-        "t_fake_checks": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + FAKE_CHECKS), NO_SOFTMAX, ""),
-        "t_steal_reference": (lambda nb: (_after(nb, "softmax", STEAL_REFERENCE),
-                                          _set(nb, "attention_scores", WRAP_REFERENCE)),
-                              dict(FULL, softmax=0, attention_scores=0), "hidden reference"),
-        "t_silence_errors": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
-        "t_silence_display": (lambda nb: _after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),
-        "t_replace_runner": (lambda nb: _set(nb, "softmax", WRONG_SOFTMAX + REPLACE_RUNNER),
-                             {k: 0 for k in FULL}, "did not run to its end"),
-        "t_reseed": (lambda nb: _after(nb, "softmax", "import random\nrandom.seed(0)\ntorch.manual_seed(1234)"),
-                     FULL, ""),
-        "t_sys_exit": (lambda nb: _after(nb, "softmax", "import sys\nsys.exit(0)"), FULL, ""),
-        "t_os_exit": (lambda nb: _after(nb, "attention_scores", "import os\nos._exit(1)"),
-                      dict(softmax=3, attention_scores=0, self_attention=0, SelfAttention=0), "kernel died"),
-        "t_endless": (lambda nb: _set(nb, "self_attention", "while True:\n    pass\n"),
-                      dict(FULL, self_attention=0), "did not finish"),
-        "t_stubborn": (lambda nb: _after(nb, "self_attention", STUBBORN),
-                       dict(FULL, self_attention=0, SelfAttention=0), "interrupted"),
-        "t_memory": (lambda nb: _after(nb, "attention_scores", "hog = torch.ones(2**30)  # 4 GiB"), FULL, ""),
-        "t_flood": (lambda nb: _after(nb, "softmax", "print('spam ' * 2_000_000)\nfor i in range(20000):\n"
-                                                    "    print(i)"), FULL, ""),
-        "t_warnings": (lambda nb: _set(nb, "softmax", NOISY_SOFTMAX), FULL, ""),
-        "t_deleted_tests": (lambda nb: (_set(nb, "softmax", WRONG_SOFTMAX),
-                                        _delete(nb, "test_softmax", "test_softmax_hidden", "test_attention_scores")),
-                            NO_SOFTMAX, ""),
-        "t_kernelspec": (lambda nb: nb.metadata.update(
-            kernelspec={"name": "python2", "display_name": "Python 2", "language": "python"}), FULL, ""),
-    }
-
 
 @pytest.fixture(scope="module")
 def tampered(repo, tmp_path_factory):
-    solution = repo.solutions / f"{A01}.ipynb"
     submitted = tmp_path_factory.mktemp("tampered")
-    for student, (edit, _, _) in _cases().items():
-        nb = nbformat.read(solution, as_version=4)
-        edit(nb)
-        name = "mine.ipynb" if student == "t_kernelspec" else f"{A01}.ipynb"  # renamed too
-        (submitted / student / A01).mkdir(parents=True)
-        nbformat.write(nb, submitted / student / A01 / name)
+    attacks.write_class(repo, submitted)
     out = tmp_path_factory.mktemp("tamper-out")
     results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=2, memory_mb=2000)
     return {r.student_id: r for r in results if r.assignment == A01}, out
 
 
-@pytest.mark.parametrize("student", sorted(_cases()))
+@pytest.mark.parametrize("student", sorted(attacks.cases()))
 def test_tampering_earns_what_it_earned(tampered, student):
     results, _ = tampered
-    _, expected, words = _cases()[student]
     result = results[student]
-    got = {e.exercise: e.score for e in result.exercises}
-    assert got == {k: float(v) for k, v in expected.items()}, [e.feedback for e in result.exercises]
-    if words:
-        assert any(words in e.feedback for e in result.exercises) or words in result.reason, (
-            result.reason, [e.feedback for e in result.exercises])
+    feedback = " ".join([result.reason] + [e.feedback for e in result.exercises])
+    assert attacks.verdict(student, {e.exercise: e.score for e in result.exercises}, feedback) == ""
 
 
 def test_memory_limit_stopped_the_allocation(tampered):
@@ -272,9 +84,9 @@ def test_files_the_grader_reads_cannot_be_poisoned(repo, tmp_path):
         "        path.write_text('def check_softmax(ns):\\n    pass\\n')\n"
     )
     writer = nbformat.read(solution, as_version=4)
-    _after(writer, "softmax", poison)
+    attacks.add_after(writer, "softmax", poison)
     victim = nbformat.read(solution, as_version=4)
-    _set(victim, "softmax", WRONG_SOFTMAX)
+    attacks.set_answer(victim, "softmax", WRONG_SOFTMAX)
     for student, nb in (("a_writer", writer), ("b_victim", victim)):
         (tmp_path / "in" / student / A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
@@ -349,10 +161,10 @@ def test_notebook_time_limit_and_total_output_cap(repo, tmp_path):
     solution = repo.solutions / f"{A01}.ipynb"
     slow = nbformat.read(solution, as_version=4)
     for _ in range(4):
-        _after(slow, "attention_scores", "import time\ntime.sleep(2)")
+        attacks.add_after(slow, "attention_scores", "import time\ntime.sleep(2)")
     loud = nbformat.read(solution, as_version=4)
     for _ in range(30):
-        _after(loud, "SelfAttention", "print('x' * 90_000)")
+        attacks.add_after(loud, "SelfAttention", "print('x' * 90_000)")
     for student, nb in (("slow", slow), ("loud", loud)):
         (tmp_path / "in" / student / A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
@@ -395,11 +207,11 @@ def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
                   "    print('WROTE THE CHECKS')\nexcept OSError as exc:\n    print('refused:', exc)\n")
     for student, attack in SANDBOX_ATTACKS.items():
         nb = nbformat.read(solution, as_version=4)
-        _after(nb, "softmax", attack + (write_repo if student == "s_c_peek" else ""))
+        attacks.add_after(nb, "softmax", attack + (write_repo if student == "s_c_peek" else ""))
         (tmp_path / "in" / student / A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
     victim = nbformat.read(solution, as_version=4)
-    _set(victim, "softmax", WRONG_SOFTMAX)
+    attacks.set_answer(victim, "softmax", WRONG_SOFTMAX)
     (tmp_path / "in" / "s_d_victim" / A01).mkdir(parents=True)
     nbformat.write(victim, tmp_path / "in" / "s_d_victim" / A01 / f"{A01}.ipynb")
     out = tmp_path / "out"

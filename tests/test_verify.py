@@ -17,7 +17,7 @@ from transformer_course.nbgrader_setup import _grade_id, _is_test
 
 # Hidden tests whose checks are statistical properties of the student's own outputs (dropout
 # rates, two runs that must differ), with no reference value to compare outside.
-PROPERTY_ONLY = {"test_MultiHeadAttention_dropout"}
+PROPERTY_ONLY = {"test_MultiHeadAttention_dropout", "test_scaled_dot_product_attention_dropout"}
 
 
 def _hidden_tests(repo):

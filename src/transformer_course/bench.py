@@ -9,6 +9,7 @@
 - training throughput (target tokens per second, forward+backward+step) of the reference
   ``Transformer`` against ``torch.nn.Transformer`` of the same size on the same batches
   (target ratio >= 0.9);
+- the attacks of ``attacks.py`` defended (of how many), and the grading sandbox's overhead;
 - BLEU against time of notebook 07's CPU configuration, as recorded by the executed
   ``solutions/07_training.ipynb`` (``--train`` runs it again: about 12 minutes).
 """
@@ -196,14 +197,14 @@ def time_grading(repo: Repo, timeout: int = 30, students: int = 30) -> dict[str,
             "transformer-course grade (s)": parallel, "identical": same, "compared": len(theirs)}
 
 
-def catalogue_figures(repo: Repo, timeout: int = 20) -> dict[str, float]:
-    """The catalogue graded through the real path (fairness.py): the grader right both ways."""
+def catalogue_figures(repo: Repo, timeout: int = 20) -> dict[str, dict[str, float]]:
+    """The own and the outside catalogue graded through the real path (fairness.py), figures apart."""
     from .fairness import figures, grade_catalogue
 
     with tempfile.TemporaryDirectory(prefix="tc-catalogue-") as tmp:
         found, collateral = grade_catalogue(repo, Path(tmp), timeout=timeout)
-    numbers = figures(found)
-    numbers["points lost by exercises next to a mistake"] = len(collateral)
+    numbers = {origin: figures(found, origin) for origin in ("own", "outside")}
+    numbers["own"]["points lost by exercises next to a mistake"] = len(collateral)
     return numbers
 
 
@@ -298,11 +299,29 @@ def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, fl
     return {"without (s per notebook)": off, "with (s per notebook)": on, "ratio": on / off}
 
 
+def attack_figures(repo: Repo, timeout: int = 60) -> tuple[int, int, list[str]]:
+    """The attacks of ``attacks.py`` graded through the real path: (defended, of how many, what failed)."""
+    from . import attacks
+    from .batch import grade_class
+
+    with tempfile.TemporaryDirectory(prefix="tc-bench-attacks-") as tmp:
+        attacks.write_class(repo, Path(tmp) / "in")
+        results = grade_class(Path(tmp) / "in", Path(tmp) / "out", repo, timeout=timeout, progress=False,
+                              memory_mb=2000)
+    failed = []
+    for r in results:
+        feedback = " ".join([r.reason] + [e.feedback for e in r.exercises])
+        why = attacks.verdict(r.student_id, {e.exercise: e.score for e in r.exercises}, feedback)
+        if why:
+            failed.append(f"{r.student_id}: {why}")
+    return len(results) - len(failed), len(results), failed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
     parser.add_argument("--skip-grading", action="store_true", help="skip the catalogue and class grading")
     parser.add_argument("--grading-only", action="store_true", help="only the catalogue and class grading")
-    parser.add_argument("--sandbox-only", action="store_true", help="only the sandbox's overhead")
+    parser.add_argument("--sandbox-only", action="store_true", help="only the sandbox's overhead and the attacks")
     parser.add_argument("--train", action="store_true",
                         help="re-run notebook 07 with its automatic configuration (~12 min on a CPU)")
     args = parser.parse_args(argv)
@@ -317,21 +336,28 @@ def main(argv: list[str] | None = None) -> int:
                   f"{box['with (s per notebook)']:.2f} s; ratio {box['ratio']:.2f}")
         else:
             print("  not measured: bubblewrap is not installed (`make sandbox`)")
+        defended, total, failed = attack_figures(repo)
+        print(f"\nAttacks on the grader from answer cells (transformer_course/attacks.py): {defended} of {total} "
+              "defended")
+        for line in failed:
+            print(f"  NOT DEFENDED {line}")
         if args.sandbox_only:
             return 0
     if not args.grading_only:
         _model_figures(repo, args.train)
     if args.skip_grading:
         return 0
-    print("\nThe catalogue through the real grading path (correct variants and real mistakes):")
-    numbers = catalogue_figures(repo)
     targets = {"correct variants at full marks (%)": ">= 100", "mistakes caught (%)": ">= 100",
                "mistakes named in feedback (%)": ">= 90"}
-    for name, value in numbers.items():
-        target = targets.get(name)
-        verdict = "" if target is None else (
-            f"(target {target}%: {'ok' if value >= float(target.split()[1]) else 'UNDER TARGET'})")
-        print(f"  {name:48s} {value:7.1f} {verdict}")
+    for origin, numbers in catalogue_figures(repo).items():
+        where = ("transformer_course/outside.py: adapted from public implementations and their issues"
+                 if origin == "outside" else "transformer_course/catalogue.py")
+        print(f"\nThe {origin} catalogue through the real grading path ({where}):")
+        for name, value in numbers.items():
+            target = targets.get(name)
+            verdict = "" if target is None else (
+                f"(target {target}%: {'ok' if value >= float(target.split()[1]) else 'UNDER TARGET'})")
+            print(f"  {name:48s} {value:7.1f} {verdict}")
     g = time_grading(repo)
     n = g["notebooks"]
     serial, parallel = g["serial nbgrader autograde (s)"], g["transformer-course grade (s)"]

@@ -7,8 +7,10 @@ number of notebooks small, one notebook carries one case per exercise of its ass
 points on its own exercise only, since every other exercise of that notebook must still
 score full marks.
 
-Figures (:func:`figures`): the share of correct variants at full marks (target 100%),
-of mistakes that lose points (100%), and of mistakes whose feedback names them (>= 90%).
+Two catalogues: the own one (:mod:`.catalogue`, written next to the checks) and the one from
+outside (:mod:`.outside`, adapted from public implementations and their issue threads). Figures
+(:func:`figures`), for each apart: the share of correct variants at full marks (target 100%), of
+mistakes that lose points (100%), and of mistakes whose feedback names or locates them (>= 90%).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import outside
 from .batch import grade_class
 from .catalogue import CORRECT, MISTAKES
 from .grade import SubmissionResult
@@ -35,6 +38,8 @@ class Case:
     name: str
     code: str
     words: str = ""  # for a mistake: what its feedback must contain
+    origin: str = "own"  # "own" (catalogue.py) or "outside" (outside.py)
+    source: str = ""  # for an outside case: the implementation or issue it comes from
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,10 @@ def cases(repo: Repo) -> dict[str, list[list[Case]]]:
                    for name, code in CORRECT.get(exercise, {}).items()]
             own += [Case(assignment.name, exercise, "mistake", name, code, words)
                     for name, (code, words) in MISTAKES.get(exercise, {}).items()]
+            own += [Case(assignment.name, exercise, "correct", name, code, origin="outside", source=source)
+                    for name, (code, source) in outside.CORRECT.get(exercise, {}).items()]
+            own += [Case(assignment.name, exercise, "mistake", name, code, words, "outside", source)
+                    for name, (code, source, words) in outside.MISTAKES.get(exercise, {}).items()]
             if own:
                 found.setdefault(assignment.name, []).append(own)
     return found
@@ -108,7 +117,9 @@ def outcomes(packed: dict[tuple[str, str], list[Case]], results: list[Submission
     return found, collateral
 
 
-def figures(found: list[Outcome]) -> dict[str, float]:
+def figures(found: list[Outcome], origin: str | None = None) -> dict[str, float]:
+    """The figures of the cases of ``origin`` ("own", "outside"; None: all)."""
+    found = [o for o in found if origin is None or o.case.origin == origin]
     correct = [o for o in found if o.case.kind == "correct"]
     mistakes = [o for o in found if o.case.kind == "mistake"]
     return {

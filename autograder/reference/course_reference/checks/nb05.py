@@ -61,6 +61,54 @@ def _pe_mistakes(max_len: int, d: int) -> dict[str, torch.Tensor]:
     }
 
 
+def _frequency_rules(d: int) -> dict[str, Any]:
+    """How a table's columns may get their frequencies, right and wrong: description -> a function
+    of the column indices ``c`` (float64) giving the factor the position is multiplied by."""
+    rules: dict[str, Any] = {}
+    for base in (10000, 1000, 100000):
+        of = "" if base == 10000 else f" and base {base} instead of 10000"
+        rules["are right" if base == 10000 else f"use base {base} instead of 10000"] = (
+            lambda c, b=base: b ** -(2 * (c // 2) / d))
+        rules[f"use the exponent c/D of their own column index c{of}"] = lambda c, b=base: b ** -(c / d)
+        rules[f"use the exponent 2c/D with c the column index (the factor 2 counted twice){of}"] = (
+            lambda c, b=base: b ** -(2 * c / d))
+        rules[f"use the exponent i/D, without its factor 2{of}"] = lambda c, b=base: b ** -((c // 2) / d)
+    rules["multiply the position by 10000^(2i/D) instead of dividing it (position / div_term?)"] = (
+        lambda c: 10000.0 ** (2 * (c // 2) / d))
+    rules["use the frequency exp(-2i): the exponent lost its factor ln(10000)/D (operator precedence, "
+          "e.g. `/ d_model // 2`?)"] = lambda c: torch.exp(-2 * (c // 2))
+    return rules
+
+
+def _frequencies(got: torch.Tensor, max_len: int, d: int) -> str:
+    """Which frequencies the sin columns and the cos columns of ``got`` use, in words ('' if no rule fits).
+    Compared where the angle is small enough for float32 to hold it (< 100 rad)."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    found = []
+    for first, wave in ((0, torch.sin), (1, torch.cos)):
+        columns = torch.arange(first, d, 2, dtype=torch.float64)
+        mine = got.detach().double()[:, first::2]
+
+        def fits(freq: Any, mine: torch.Tensor = mine, columns: torch.Tensor = columns,
+                 wave: Any = wave) -> bool:
+            angle = pos * freq(columns)
+            usable = angle.abs() < 100
+            return bool(usable.float().mean() >= 0.25 and torch.allclose(
+                mine[usable], wave(angle)[usable], rtol=0, atol=1e-4))
+
+        rule = next((name for name, freq in _frequency_rules(d).items() if fits(freq)), None)
+        if rule is None:
+            return ""
+        found.append(rule)
+    (sin_rule, cos_rule) = found
+    if sin_rule == cos_rule == "are right":
+        return ""
+    tail = "; each pair of columns 2i, 2i+1 shares the frequency 1/10000^(2i/D)"
+    if sin_rule == cos_rule:
+        return f"all columns {sin_rule}{tail}"
+    return f"the sin columns (0, 2, ...) {sin_rule}; the cos columns (1, 3, ...) {cos_rule}{tail}"
+
+
 def _check_table(got: Any, max_len: int, d: int, what: str) -> None:
     expected = ref.sinusoidal_positional_encoding(max_len, d)
     if isinstance(got, torch.Tensor) and got.dtype == torch.float64 and got.shape == expected.shape:
@@ -69,6 +117,10 @@ def _check_table(got: Any, max_len: int, d: int, what: str) -> None:
         if torch.allclose(got, expected, **PE_TOL):
             record(what, got, PE_TOL)
             return
+        named = any(torch.allclose(got, wrong, **PE_TOL) for wrong in _pe_mistakes(max_len, d).values())
+        why = "" if named else _frequencies(got, max_len, d)
+        if why:
+            raise AssertionError(f"{what}: {why} ({SECTION_PE}).")
     assert_matches(got, expected, what, _pe_mistakes(max_len, d), tol=PE_TOL,
                    hint=f"Expected PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...) ({SECTION_PE}).")
 

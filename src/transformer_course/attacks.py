@@ -1,0 +1,219 @@
+"""Attacks on the grader from answer cells, as students who want points (or who break things by
+accident) would write them. Each starts from the solution of notebook 01 (softmax 3,
+attention_scores 2, self_attention 3, SelfAttention 3 points) and says what it must score.
+
+``tests/test_tamper.py`` grades them through the real path and checks each; ``make bench``
+prints how many are defended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+from .layout import Repo
+
+A01 = "01_self_attention"
+FULL = {"softmax": 3, "attention_scores": 2, "self_attention": 3, "SelfAttention": 3}
+WRONG_SOFTMAX = "def softmax(x, dim=-1):\n    return x.exp()\n"  # not normalised
+NO_SOFTMAX = dict(FULL, softmax=0)
+
+PATCH_COMPARISONS = """
+import numpy, numpy.testing, torch, torch.testing
+torch.allclose = lambda *a, **k: True
+torch.equal = lambda *a, **k: True
+torch.testing.assert_close = lambda *a, **k: None
+numpy.testing.assert_allclose = lambda *a, **k: None
+torch.Tensor.allclose = lambda *a, **k: True
+torch.Tensor.__eq__ = lambda *a, **k: torch.tensor(True)
+torch.isfinite = lambda x: torch.ones_like(x, dtype=torch.bool)
+"""
+FAKE_CHECKS = """
+import sys, types
+fake = types.ModuleType("course_reference")
+fake.__path__ = []
+checks = types.ModuleType("course_reference.checks")
+checks.__path__ = []
+nb01 = types.ModuleType("course_reference.checks.nb01")
+for name in ("check_softmax", "check_attention_scores", "check_self_attention", "check_SelfAttention"):
+    setattr(nb01, name, lambda *a, **k: None)
+checks.nb01, fake.checks = nb01, checks
+sys.modules.update({"course_reference": fake, "course_reference.checks": checks,
+                    "course_reference.checks.nb01": nb01})
+"""
+STEAL_REFERENCE = """
+import sys
+try:
+    with open("/proc/self/environ", "rb") as f:
+        env = dict(v.split(b"=", 1) for v in f.read().split(b"\\0") if b"=" in v)
+    sys.path[:0] = env.get(b"PYTHONPATH", b"").decode().split(":")
+    import course_reference.nb01_self_attention as ref
+    softmax = ref.softmax
+except ImportError as exc:
+    print("could not steal it:", exc)
+"""
+WRAP_REFERENCE = """
+def attention_scores(query, key):
+    import sys
+    for module in list(sys.modules.values()):  # whatever the grader has loaded
+        if getattr(module, "__name__", "").endswith("nb01_self_attention"):
+            return module.attention_scores(query, key)
+    return query @ key.mT * 2
+"""
+SILENCE_ERRORS = """
+import sys
+ip = get_ipython()
+ip.showtraceback = lambda *a, **k: None
+ip._showtraceback = lambda *a, **k: None
+ip.set_custom_exc((BaseException,), lambda *a, **k: None)
+sys.excepthook = lambda *a: None
+"""
+SILENCE_DISPLAY = """
+import sys
+get_ipython().display_pub.publish = lambda *a, **k: None
+sys.displayhook = lambda value: None
+"""
+REPLACE_RUNNER = """
+for _k, _v in list(globals().items()):
+    if _k.startswith("_") and callable(_v) and not isinstance(_v, type) and _k not in ("_", "__", "___"):
+        globals()[_k] = lambda *a, **k: None
+"""
+NOISY_SOFTMAX = """
+import sys, warnings
+def softmax(x, dim=-1):
+    warnings.warn("softmax: this is only a warning", UserWarning)
+    print("progress...", file=sys.stderr)
+    e = (x - x.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+"""
+LYING_SUBCLASS = """
+class Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal", "isclose"):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+def softmax(x, dim=-1):
+    return torch.zeros_like(x).as_subclass(Liar)
+"""
+LYING_MODE = """
+from torch.overrides import TorchFunctionMode
+
+class Liar(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("allclose", "equal"):
+            return True
+        return func(*args, **(kwargs or {}))
+
+Liar().__enter__()
+"""
+PATCH_DURING_TEST = """
+import sys
+def softmax(x, dim=-1):  # patches the checks while they run, after the grader's restore
+    for name, module in list(sys.modules.items()):
+        if name.startswith("course_reference.checks"):
+            for attr in ("assert_matches", "_close"):
+                if hasattr(module, attr):
+                    setattr(module, attr, lambda *a, **k: True)
+    return (x - x.amax(dim, keepdim=True)).exp()  # finite, but not normalised
+"""
+PEEK_AT_CELLS = """
+def _peek(lines):
+    print("PEEK:", "".join(lines))
+    return lines
+
+get_ipython().input_transformers_post.append(_peek)
+"""
+STUBBORN = """
+import time
+while True:
+    try:
+        time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+"""
+
+
+def cell_of(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def add_after(nb, grade_id, code):
+    """A cell of the student's own right after answer cell ``grade_id``."""
+    at = nb.cells.index(cell_of(nb, grade_id)) + 1
+    nb.cells.insert(at, new_code_cell(code))
+
+
+def set_answer(nb, grade_id, code):
+    cell_of(nb, grade_id).source = code
+
+
+def delete_cells(nb, *grade_ids):
+    nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in grade_ids]
+
+
+Case = tuple[Callable[[nbformat.NotebookNode], object], dict[str, int], str]
+
+
+def cases() -> dict[str, Case]:
+    """student -> (edit function, expected points per exercise, words in the feedback)."""
+    return {
+        "t_comparisons": (lambda nb: (set_answer(nb, "softmax", WRONG_SOFTMAX + PATCH_COMPARISONS)), NO_SOFTMAX, ""),
+        "t_subclass": (lambda nb: set_answer(nb, "softmax", LYING_SUBCLASS), NO_SOFTMAX, ""),
+        "t_function_mode": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + LYING_MODE), NO_SOFTMAX, ""),
+        "t_patch_during_test": (lambda nb: set_answer(nb, "softmax", PATCH_DURING_TEST), NO_SOFTMAX,
+                                "compared outside the notebook"),
+        "t_peek_at_cells": (lambda nb: add_after(nb, "softmax", PEEK_AT_CELLS), FULL, ""),
+        "t_fake_checks": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + FAKE_CHECKS), NO_SOFTMAX, ""),
+        "t_steal_reference": (lambda nb: (add_after(nb, "softmax", STEAL_REFERENCE),
+                                          set_answer(nb, "attention_scores", WRAP_REFERENCE)),
+                              dict(FULL, softmax=0, attention_scores=0), "hidden reference"),
+        "t_silence_errors": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
+        "t_silence_display": (lambda nb: add_after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),
+        "t_replace_runner": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + REPLACE_RUNNER),
+                             {k: 0 for k in FULL}, "did not run to its end"),
+        "t_reseed": (lambda nb: add_after(nb, "softmax", "import random\nrandom.seed(0)\ntorch.manual_seed(1234)"),
+                     FULL, ""),
+        "t_sys_exit": (lambda nb: add_after(nb, "softmax", "import sys\nsys.exit(0)"), FULL, ""),
+        "t_os_exit": (lambda nb: add_after(nb, "attention_scores", "import os\nos._exit(1)"),
+                      dict(softmax=3, attention_scores=0, self_attention=0, SelfAttention=0), "kernel died"),
+        "t_endless": (lambda nb: set_answer(nb, "self_attention", "while True:\n    pass\n"),
+                      dict(FULL, self_attention=0), "did not finish"),
+        "t_stubborn": (lambda nb: add_after(nb, "self_attention", STUBBORN),
+                       dict(FULL, self_attention=0, SelfAttention=0), "interrupted"),
+        "t_memory": (lambda nb: add_after(nb, "attention_scores", "hog = torch.ones(2**30)  # 4 GiB"), FULL, ""),
+        "t_flood": (lambda nb: add_after(nb, "softmax", "print('spam ' * 2_000_000)\nfor i in range(20000):\n"
+                                                    "    print(i)"), FULL, ""),
+        "t_warnings": (lambda nb: set_answer(nb, "softmax", NOISY_SOFTMAX), FULL, ""),
+        "t_deleted_tests": (lambda nb: (set_answer(nb, "softmax", WRONG_SOFTMAX), delete_cells(
+                                nb, "test_softmax", "test_softmax_hidden", "test_attention_scores")),
+                            NO_SOFTMAX, ""),
+        "t_kernelspec": (lambda nb: nb.metadata.update(
+            kernelspec={"name": "python2", "display_name": "Python 2", "language": "python"}), FULL, ""),
+    }
+
+
+def write_class(repo: Repo, folder: Path) -> None:
+    """One student folder per attack under ``folder``, each with its edited notebook 01."""
+    solution = repo.solutions / f"{A01}.ipynb"
+    for student, (edit, _, _) in cases().items():
+        nb = nbformat.read(solution, as_version=4)
+        edit(nb)
+        name = "mine.ipynb" if student == "t_kernelspec" else f"{A01}.ipynb"  # renamed too
+        (folder / student / A01).mkdir(parents=True)
+        nbformat.write(nb, folder / student / A01 / name)
+
+
+def verdict(student: str, scores: dict[str, float], feedback: str) -> str:
+    """'' when the attack ``student`` got what it should (scores, and words in its feedback),
+    else what went wrong."""
+    _, expected, words = cases()[student]
+    if scores != {k: float(v) for k, v in expected.items()}:
+        return f"scored {scores}, expected {expected}"
+    if words and words not in feedback:
+        return f"feedback without {words!r}"
+    return ""
