@@ -422,13 +422,34 @@ MODEL_LOG_SOFTMAX = MODEL_OK.replace(
     "return torch.log_softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), -1)")
 
 A06, A07 = "06_transformer", "07_training"
+LN_OK = """def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x - mean).square().mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+"""
+LN_VAR_MEAN = """def layer_norm(x, weight, bias, eps=1e-5):
+    var, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)
+    return torch.addcmul(bias, (x - mean) * torch.rsqrt(var + eps), weight)
+"""
+LN_UNBIASED = """def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, keepdim=True)
+    return weight * (x - mean) / (std + eps) + bias
+"""
+LN_EPS_ON_STD = """def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, unbiased=False, keepdim=True)
+    return weight * (x - mean) / (std + eps) + bias
+"""
 METHOD_OF = {"PositionwiseFeedForward": "forward", "EncoderLayer": "forward", "DecoderLayer": "forward",
              "Encoder": "forward", "Decoder": "forward", "Transformer": "encode"}
 
 
-def answers_06(ffn=FFN_OK, enc=ENC_OK, dec=DEC_OK, encoder=ENCODER_OK, decoder=DECODER_OK, model=MODEL_OK):
-    """Answers to notebook 06 are method bodies: they replace the stub's methods in the released cell."""
-    return {"PositionwiseFeedForward": ("methods", ffn), "EncoderLayer": ("methods", enc),
+def answers_06(ffn=FFN_OK, enc=ENC_OK, dec=DEC_OK, encoder=ENCODER_OK, decoder=DECODER_OK, model=MODEL_OK,
+               ln=LN_OK):
+    """Answers to notebook 06: layer_norm is a function; the modules' answers are method bodies that
+    replace the stub's methods in the released cell."""
+    return {"layer_norm": ln, "PositionwiseFeedForward": ("methods", ffn), "EncoderLayer": ("methods", enc),
             "DecoderLayer": ("methods", dec), "Encoder": ("methods", encoder), "Decoder": ("methods", decoder),
             "Transformer": ("methods", model)}
 
@@ -589,7 +610,8 @@ CLASS = {
             A03: answers_03(SPLIT_UNFLATTEN, COMBINE_FLATTEN, MHA_INLINE),
             A04: answers_04(causal=CAUSAL_ARANGE, decoder=DECODER_LOGICAL),
             A05: answers_05(PE_FN_EXP_LOG, PE_MODULE_3D, EMBED_POW),
-            A06: answers_06(ffn=FFN_FUNCTIONAL, enc=ENC_SUBLAYER, encoder=ENCODER_REDUCE, model=MODEL_INLINE_MASKS),
+            A06: answers_06(ffn=FFN_FUNCTIONAL, enc=ENC_SUBLAYER, encoder=ENCODER_REDUCE, model=MODEL_INLINE_MASKS,
+                            ln=LN_VAR_MEAN),
             A07: answers_07(SHIFT_ROLL, TF_NARROW, NOAM_MATH, LS_DISTRIBUTION, TRAIN_NO_CLIP)},
     "cho": {A01: {"softmax": SOFTMAX_OK, "attention_scores": SCORES_OK}, A02: {},
             A03: answers_03(), A04: "missing", A05: {},
@@ -597,13 +619,13 @@ CLASS = {
     "dev": {A01: answers_01(softmax=SOFTMAX_UNSTABLE), A02: {"scaled_dot_product_attention": SDPA_NO_SCALE},
             A03: answers_03(split=SPLIT_NO_TRANSPOSE), A04: answers_04(causal=CAUSAL_SUBSEQUENT),
             A05: answers_05(fn=PE_FN_SWAPPED),
-            A06: answers_06(enc=ENC_PRE_LN, decoder=DECODER_NOT_CHAINED),
+            A06: answers_06(enc=ENC_PRE_LN, decoder=DECODER_NOT_CHAINED, ln=LN_UNBIASED),
             A07: answers_07(tf=TF_NOT_SHIFTED, noam=NOAM_MAX, ls=LS_OTHERS)},
     "eun": {A01: answers_01(self_attention=SELF_ATTENTION_SCALED_D_MODEL, module=MODULE_WRONG_DIM),
             A02: {"scaled_dot_product_attention": SDPA_WRONG_DIM},
             A03: answers_03(combine=COMBINE_NO_CONTIGUOUS), A04: answers_04(pad=PAD_FLAT),
             A05: answers_05(fn=PE_FN_EXPONENT_I),
-            A06: answers_06(dec=DEC_SELF_TWICE, model=MODEL_NO_CAUSAL),
+            A06: answers_06(dec=DEC_SELF_TWICE, model=MODEL_NO_CAUSAL, ln=LN_EPS_ON_STD),
             A07: answers_07(shift=SHIFT_LEFT, train=TRAIN_NO_ZERO_GRAD, greedy=GREEDY_NO_STOP)},
     "fay": {A01: answers_01(scores=SCORES_SWAPPED), A02: {"scaled_dot_product_attention": SDPA_INVERTED_MASK},
             A03: answers_03(mha=MHA_AVERAGED), A04: answers_04(decoder=DECODER_OR),

@@ -300,3 +300,25 @@ def test_teacher_forcing_shift_and_greedy_decode_learn_a_copy_task():
 
 def _flat_cross_entropy(logits, labels):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(5, 8), (2, 3, 16), (1, 1, 4)])
+def test_layer_norm_equals_torch(dtype, shape):
+    from course_reference.nb06_transformer import layer_norm
+
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(*shape, generator=gen, dtype=dtype) * 3 + 1
+    weight, bias = (torch.randn(shape[-1], generator=gen, dtype=dtype) for _ in range(2))
+    got = layer_norm(x, weight, bias)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got, F.layer_norm(x, (shape[-1],), weight, bias, 1e-5), **TOL[dtype])
+    torch.testing.assert_close(layer_norm(x, weight, bias, eps=0.5), F.layer_norm(x, (shape[-1],), weight, bias, 0.5),
+                               **TOL[dtype])
+
+
+def test_layer_norm_rejects_mis_shaped_parameters():
+    from course_reference.nb06_transformer import layer_norm
+
+    with pytest.raises(ValueError, match=r"shape \(4,\)"):
+        layer_norm(torch.zeros(2, 4), torch.ones(3), torch.zeros(4))

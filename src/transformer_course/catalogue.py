@@ -282,7 +282,16 @@ DEC_OK = DEC_INIT + (
 ENC_OK = ENC_INIT + ("    def forward(self, x, src_mask):\n        x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)[0]))\n"
                      "        return self.norm2(x + self.dropout(self.feed_forward(x)))\n")
 
+LN = "def layer_norm(x, weight, bias, eps=1e-5):\n"
+
 CORRECT.update({
+    "layer_norm": {
+        "var_mean": LN + "    var, mean = torch.var_mean(x, dim=-1, unbiased=False, keepdim=True)\n    return (x - mean) / torch.sqrt(var + eps) * weight + bias",
+        "rsqrt_correction0": LN + "    mu = x.mean(-1, keepdim=True)\n    var = x.var(-1, correction=0, keepdim=True)\n    return (x - mu) * torch.rsqrt(var + eps) * weight + bias",
+        "float64_inside": LN + "    z = x.double()\n    z = z - z.mean(-1, keepdim=True)\n    y = z / (z.pow(2).mean(-1, keepdim=True) + eps) ** 0.5\n    return (y * weight.double() + bias.double()).to(x.dtype)",
+        "moments_by_hand": LN + "    n = x.shape[-1]\n    mean = x.sum(-1, keepdim=True) / n\n    var = ((x - mean) ** 2).sum(-1, keepdim=True) / n\n    return weight * ((x - mean) / (var + eps).sqrt()) + bias",
+        "addcmul": LN + "    c = x - x.mean(-1, keepdim=True)\n    y = c / c.square().mean(-1, keepdim=True).add(eps).sqrt()\n    return torch.addcmul(bias, y, weight)",
+    },
     "PositionwiseFeedForward": {
         "relu": FFN_INIT + "    def forward(self, x):\n        return self.w_2(self.dropout(torch.relu(self.w_1(x))))",
         "functional": FFN_INIT + "    def forward(self, x):\n        return self.w_2(F.dropout(F.relu(self.w_1(x)), self.dropout.p, self.training))",
@@ -319,6 +328,15 @@ CORRECT.update({
 })
 
 MISTAKES.update({
+    "layer_norm": {
+        "unbiased_var": (LN + "    mean = x.mean(-1, keepdim=True)\n    return (x - mean) / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight + bias", "unbiased variance"),
+        "eps_on_std": (LN + "    mean = x.mean(-1, keepdim=True)\n    std = x.std(-1, unbiased=False, keepdim=True)\n    return (x - mean) / (std + eps) * weight + bias", "eps to the standard deviation"),
+        "no_eps": (LN + "    mean = x.mean(-1, keepdim=True)\n    return (x - mean) / x.var(-1, unbiased=False, keepdim=True).sqrt() * weight + bias", "ignores eps"),
+        "rms_norm": (LN + "    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight + bias", "RMSNorm"),
+        "no_affine": (LN + "    mean = x.mean(-1, keepdim=True)\n    return (x - mean) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)", "ignores weight and bias"),
+        "batch_axis": (LN + "    mean = x.mean(0, keepdim=True)\n    var = x.var(0, unbiased=False, keepdim=True)\n    return (x - mean) / torch.sqrt(var + eps) * weight + bias", "first axis"),
+        "builtin": (LN + "    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)", "built-in"),
+    },
     "PositionwiseFeedForward": {
         "no_relu": (FFN_INIT + "    def forward(self, x):\n        return self.w_2(self.dropout(self.w_1(x)))", "no ReLU"),
         "relu_after": (FFN_INIT + "    def forward(self, x):\n        return torch.relu(self.w_2(self.dropout(self.w_1(x))))", "after w_2"),
@@ -485,6 +503,7 @@ MISTAKES.update({
     },
 })
 
+CHECKS.update({name: ("nb06", [f"check_{name}"]) for name in ["layer_norm"]})
 CHECKS.update({name: ("nb06", [f"check_{name}"]) for name in
                ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Transformer"]})
 CHECKS.update({name: ("nb07", [f"check_{name}"]) for name in

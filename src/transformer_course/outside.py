@@ -97,6 +97,13 @@ CORRECT: dict[str, dict[str, tuple[str, str]]] = {
             "    table[:, 0::2] = torch.sin(pos * den)\n    table[:, 1::2] = torch.cos(pos * den)\n"
             "    return table", TORCH_TUTORIAL),
     },
+    "layer_norm": {
+        "hkproj_pr31_sqrt_var_eps": (
+            "def layer_norm(x, weight, bias, eps=1e-5):\n    mean = x.mean(dim=-1, keepdim=True)\n"
+            "    var = x.var(dim=-1, keepdim=True, unbiased=False)\n"
+            "    return weight * (x - mean) / torch.sqrt(var + eps) + bias",
+            "https://github.com/hkproj/pytorch-transformer/pull/31 (the fix)"),
+    },
     "noam_lr": {
         "annotated_rate": (
             "def noam_lr(step, d_model, warmup_steps):\n    factor = 1.0\n    if step == 0:\n        step = 1\n"
@@ -193,6 +200,23 @@ MISTAKES: dict[str, dict[str, tuple[str, str, str]]] = {
             "    angle = torch.arange(max_len, dtype=torch.float64)[:, None] / 10000 ** (2 * i / d_model)\n"
             "    angle[:, 0::2], angle[:, 1::2] = angle[:, 0::2].sin(), angle[:, 1::2].cos()\n"
             "    return angle.float()", "https://github.com/shenweichen/DeepCTR/issues/379", "2c/D"),
+    },
+    "layer_norm": {
+        "annotated_unbiased_std_plus_eps": (
+            "def layer_norm(x, weight, bias, eps=1e-6):\n    mean = x.mean(-1, keepdim=True)\n"
+            "    std = x.std(-1, keepdim=True)\n    return weight * (x - mean) / (std + eps) + bias",
+            "https://github.com/harvardnlp/annotated-transformer/issues/122", "(std + eps) with the unbiased std"),
+        "hkproj_std_plus_eps": (
+            "def layer_norm(x, weight, bias, eps=1e-5):\n    mean = x.mean(dim=-1, keepdim=True)\n"
+            "    std = x.std(dim=-1, keepdim=True)\n    return weight * (x - mean) / (std + eps) + bias",
+            "https://github.com/hkproj/pytorch-transformer/pull/31", "(std + eps) with the unbiased std"),
+        "allennlp_biased_std_plus_eps": (
+            "def layer_norm(x, weight, bias, eps=1e-5):\n    mean = x.mean(-1, keepdim=True)\n"
+            "    std = x.std(-1, unbiased=False, keepdim=True)\n    return weight * (x - mean) / (std + eps) + bias",
+            "https://github.com/allenai/allennlp/pull/953", "eps to the standard deviation"),
+        "nanogpt_builtin": (
+            "def layer_norm(x, weight, bias, eps=1e-5):\n    return F.layer_norm(x, weight.shape, weight, bias, 1e-5)",
+            NANOGPT + " (class LayerNorm wraps F.layer_norm)", "built-in"),
     },
     "LabelSmoothingLoss": {
         "fairseq_v_minus_1": (

@@ -109,9 +109,13 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 # wrong positions.
 #
 # Two cases need care:
-# - **A fully blocked row** (a query that may see nothing, e.g. a padding query) is all
-#   $-\infty$, and softmax of that is `0/0 = NaN`, which would spread through the whole
-#   network. Such a row must return weights 0 and output 0.
+# - **A fully blocked row** (a query that may see nothing) is all $-\infty$, and softmax
+#   of that is `0/0 = NaN`, which would spread through the whole network. Such a row must
+#   return weights 0 and output 0. Padding masks block *keys* (notebook 04), and every real
+#   sentence has at least one real token, so ordinary batches never produce such a row; it
+#   appears when a mask also blocks padding *queries*, when a batch slot holds no token at
+#   all, or when several restrictions are combined (a causal mask and a window that ends
+#   before the query, say). A function used everywhere must handle it.
 # - **A large negative fill** such as `-1e9` instead of $-\infty$ avoids the NaN but gives
 #   a fully blocked row *uniform* weights, so it attends to everything. Zero those rows.
 #
@@ -123,7 +127,8 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 # `dropout_p > 0`, drop each weight with probability `p` and scale the rest by
 # `1/(1-p)` (that is what `F.dropout` does), so the expected output is unchanged. Like
 # the PyTorch built-in, the function applies dropout whenever `dropout_p > 0`; a model
-# passes `0.0` in evaluation.
+# passes `0.0` in evaluation. The weights it returns are those after dropout: with
+# `dropout_p > 0` a row no longer sums to 1 (its expected sum still is).
 #
 # **Exercise.** Write `scaled_dot_product_attention`:
 # - `query (..., Lq, d_k)`, `key (..., Lk, d_k)`, `value (..., Lk, d_v)`, any leading axes;
@@ -288,18 +293,18 @@ for label, m in (("no mask", None), ("bool mask", mask)):
 # %% [markdown]
 # ## 5. What a mask does to the weights
 #
-# A causal mask (each position sees itself and the past) on a 6-token sentence, with
-# the last two positions padding. Blocked cells are exactly 0; the padding query rows
-# that see nothing are zeros, not NaN.
+# A causal mask (each position sees itself and the past) on a 6-token sentence whose last
+# two positions are padding, blocked as keys. Queries and keys are different random
+# vectors, so a weight near 0 that the mask allowed can be told apart from a blocked one.
 
 # %%
 tokens = ["ich", "bin", "ein", "Berliner", "<pad>", "<pad>"]
 length = len(tokens)
 real = torch.tensor([True, True, True, True, False, False])
 causal = torch.ones(length, length, dtype=torch.bool).tril()
-mask = causal & real[None, :] & real[:, None]  # (L, L)
-x = torch.randn(1, length, 16)
-_, weights = scaled_dot_product_attention(x, x, x, mask=mask)
+mask = causal & real[None, :]  # (L, L): query i may see key j <= i, if j is a real token
+query, key = torch.randn(1, length, 16), torch.randn(1, length, 16)
+_, weights = scaled_dot_product_attention(query, key, torch.randn(1, length, 16), mask=mask)
 
 fig, axes = plt.subplots(1, 2, figsize=(10, 4))
 sns.heatmap(mask.int(), cmap="Greys", cbar=False, annot=True, fmt="d", ax=axes[0],
@@ -310,5 +315,6 @@ sns.heatmap(weights[0], cmap="viridis", vmin=0, vmax=1, annot=True, fmt=".2f", a
 axes[1].set(title="attention weights", xlabel="key", ylabel="query")
 plt.tight_layout()
 plt.show()
-print("Notice: the upper triangle and the padding columns are exactly 0, and the padding "
-      "rows are all 0 instead of NaN.")
+print("Notice: the upper triangle and the padding columns are exactly 0; every row sums to 1. "
+      "The padding rows still attend to the real tokens: their outputs are computed, then ignored "
+      "by the loss.")

@@ -151,10 +151,13 @@ _checks.check_sinusoidal_positional_encoding(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **What it looks like.** Left: the table; each column is a wave, faster on the left.
-# Middle: a few columns over positions. Right: the dot product of every pair of position
-# vectors, which depends only on their *distance* $|p - q|$ (the bands run parallel to
-# the diagonal) and falls off as they move apart.
+# **What it looks like.** Left: the table, transposed: each row is one dimension, a wave
+# along the positions, and the rows at the top (low dimensions) oscillate fastest.
+# Middle: a few dimensions over positions. Right: the dot product of every pair of
+# position vectors, $\sum_i \cos(\omega_i (p - q))$, which depends only on their
+# *distance* $p - q$ (the bands run parallel to the diagonal). It is largest at distance 0
+# and tends to shrink as positions move apart, but with ripples: it is not a monotone
+# function of distance.
 
 # %%
 table = sinusoidal_positional_encoding(100, 64)
@@ -168,7 +171,9 @@ axes[1].legend(loc="lower left", fontsize=8)
 sns.heatmap(table @ table.T, ax=axes[2], cmap="viridis", cbar_kws={"label": "PE_p · PE_q"}, square=True)
 axes[2].set(title="similarity of positions", xlabel="position q", ylabel="position p", xticks=[], yticks=[])
 plt.show()
-print("Notice: similarity is highest on the diagonal and constant along it: it encodes distance.")
+similarity = (table @ table.T)[0]
+print("Notice: similarity is highest on the diagonal and constant along it: it encodes distance. "
+      f"From position 0: {', '.join(f'{v:.1f}' for v in similarity[:8].tolist())}, ... (not monotone).")
 
 # %% [markdown]
 # ## 2. A module with a buffer

@@ -61,6 +61,7 @@ import warnings
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
+import torch.nn.functional as F
 from course_blocks import (
     MultiHeadAttention,
     PositionalEncoding,
@@ -87,7 +88,8 @@ sns.set_theme(style="white", palette="colorblind")
 # call handles every position of every sentence at once. Dropout goes on the hidden
 # activations (as in `nn.TransformerEncoderLayer`).
 #
-# **Exercise 1.** Write `forward`: `w_2(dropout(relu(w_1(x))))`.
+# **Exercise 1.** Write `forward`: widen with `w_1`, apply the ReLU, drop out some hidden
+# activations, and project back to $D$ with `w_2`.
 
 # %% [markdown]
 # **Stuck on `PositionwiseFeedForward`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.3, Eq. (2).
@@ -164,7 +166,161 @@ _checks.check_PositionwiseFeedForward(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 2. Add & norm: the encoder layer
+# ## 2. Layer normalisation
+#
+# Every sub-layer of the Transformer ends in a **layer normalisation** (Ba et al., 2016;
+# the paper's section 3.1). For each position's vector $x \in \mathbb{R}^D$ on its own:
+#
+# $$\mu = \frac{1}{D}\sum_{j=1}^{D} x_j, \qquad
+#   \sigma^2 = \frac{1}{D}\sum_{j=1}^{D} (x_j - \mu)^2, \qquad
+#   \mathrm{LayerNorm}(x) = \frac{x - \mu}{\sqrt{\sigma^2 + \epsilon}} \odot \gamma + \beta$$
+#
+# The vector is centred and scaled to unit variance over its own $D$ features, then a
+# learned **gain** $\gamma$ (`weight`) and **bias** $\beta$ (`bias`), one value per feature,
+# let the model undo the normalisation where that helps. Three details are easy to get wrong:
+# $\sigma^2$ divides by $D$ (the *biased* variance, not the $D-1$ that `x.var()` and
+# `x.std()` use by default); $\epsilon$ (1e-5 in PyTorch) goes *inside* the square root,
+# where it keeps a near-constant vector from being divided by almost zero; and the
+# statistics run over the **last axis** only.
+#
+# **Why not BatchNorm?** Batch normalisation computes $\mu$ and $\sigma^2$ per *feature*,
+# over every vector of the batch. In a batch of sentences padded to one length, those
+# statistics include the padding positions and the other sentences, so a token's output
+# depends on what else is in the batch, and on the padding. Layer normalisation looks at
+# one vector at a time: the cell below changes only the padding of a batch and compares.
+#
+# **Why residual connections?** A sub-layer computes $x + f(x)$, so its gradient with
+# respect to $x$ is $I + f'(x)$: the identity path carries the signal backwards through any
+# number of layers, where a plain stack multiplies many small Jacobians. The second half of
+# the cell measures the gradient that reaches the input of a deep stack, with and without
+# the residual path.
+#
+# **Exercise 2.** Write `layer_norm(x, weight, bias, eps=1e-5)` by hand (no built-in
+# normalisation), equal to `F.layer_norm(x, (D,), weight, bias, eps)`.
+
+# %% [markdown]
+# **Stuck on `layer_norm`?** Open one hint at a time. Paper: [Ba et al., 2016, *Layer Normalization*](https://arxiv.org/abs/1607.06450), eq. (4); [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), §3.1.
+#
+# <details><summary>Hint 1: a nudge</summary>
+#
+# Two statistics per vector, both over the last axis with `keepdim=True` so they broadcast back.
+#
+# </details>
+# <details><summary>Hint 2: the idea</summary>
+#
+# `mean` over `dim=-1`; the variance of `x - mean` over `dim=-1`, dividing by `D` (`unbiased=False`, or `.square().mean(-1)`); then normalise, scale by `weight`, shift by `bias`.
+#
+# </details>
+# <details><summary>Hint 3: the key line</summary>
+#
+# `return (x - mean) / torch.sqrt(var + eps) * weight + bias`
+#
+# </details>
+#
+# **Check yourself:** A vector whose features are all equal: what does LayerNorm return for it, and why does that need $\epsilon$?
+#
+# <details><summary>Answer</summary>
+#
+# Its variance is 0, so `x - mean` is 0 and the normalised part is `0 / sqrt(eps) = 0`: the output is `bias`. Without $\epsilon$ it would be `0 / 0 = NaN`.
+#
+# </details>
+
+# %% nbgrader={"grade": false, "grade_id": "layer_norm", "locked": false, "schema_version": 3, "solution": true}
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Layer normalisation over the last axis, Ba et al. (2016) eq. (4); Vaswani et al. (2017) section 3.1.
+
+    Args:
+        x: ``(..., D)`` float tensor.
+        weight, bias: ``(D,)``, the learned gain and bias.
+        eps: added to the variance, inside the square root.
+
+    Returns:
+        ``(..., D)``, the dtype of ``x``: each vector centred, divided by its standard
+        deviation (biased: divided by ``D``), times ``weight``, plus ``bias``.
+
+    Raises:
+        ValueError: if ``weight`` or ``bias`` is not of shape ``(D,)``.
+    """
+    ### BEGIN SOLUTION
+    d = x.shape[-1]
+    if weight.shape != (d,) or bias.shape != (d,):
+        raise ValueError(f"weight and bias must have shape ({d},), got {tuple(weight.shape)} and {tuple(bias.shape)}")
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x - mean).square().mean(dim=-1, keepdim=True)  # biased: divided by D
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "test_layer_norm", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = torch.randn(2, 5, 8) * 4 + 3
+weight, bias = torch.ones(8), torch.zeros(8)
+y = layer_norm(x, weight, bias)
+assert y.shape == x.shape and y.dtype == x.dtype, f"expected shape {tuple(x.shape)} float32, got {tuple(y.shape)} {y.dtype}"
+assert torch.allclose(y.mean(-1), torch.zeros(2, 5), atol=1e-5), "each vector should have mean 0 over its features"
+assert torch.allclose(y.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-3), (
+    "each vector should have (biased) variance 1 over its features: divide by sqrt(var + eps), var over the last axis"
+)
+gain, shift = torch.linspace(0.5, 2.0, 8), torch.linspace(-1.0, 1.0, 8)
+assert torch.allclose(layer_norm(x, gain, shift), y * gain + shift, atol=1e-5), "scale by weight, then add bias"
+print("layer_norm: visible tests passed")
+
+# %% nbgrader={"grade": true, "grade_id": "test_layer_norm_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+# Hidden tests (run by the grader): against the reference on several shapes, dtypes and eps.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb06 as _checks
+
+_checks.check_layer_norm(globals())
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **LayerNorm against BatchNorm, and residual paths, measured.** First, a batch of two
+# sentences; the second has two padding positions. Only the values at those padding
+# positions change between the two runs. Then, the norm of the gradient that reaches the
+# input of a stack of `tanh(Linear)` layers, with and without residual connections.
+
+# %%
+torch.manual_seed(0)
+width = 16
+x = torch.randn(2, 4, width)
+real = torch.tensor([[True, True, True, True], [True, True, False, False]])
+pad_zero, pad_five = x.clone(), x.clone()
+pad_zero[~real], pad_five[~real] = 0.0, 5.0
+
+
+def batch_norm(t):
+    """BatchNorm statistics per feature over every position of the batch, padding included."""
+    return F.batch_norm(t.reshape(-1, width), None, None, training=True).reshape(t.shape)
+
+
+ones, zeros = torch.ones(width), torch.zeros(width)
+for name, norm in (("BatchNorm", batch_norm), ("LayerNorm (yours)", lambda t: layer_norm(t, ones, zeros))):
+    change = (norm(pad_zero) - norm(pad_five))[real].abs().max().item()
+    print(f"{name:18s}: largest change of a REAL token's output when only the padding changes = {change:.3g}")
+
+rows = []
+for depth in (2, 8, 16, 32):
+    for residual in (False, True):
+        torch.manual_seed(1)
+        layers = [nn.Linear(width, width) for _ in range(depth)]
+        h0 = torch.randn(8, width, requires_grad=True)
+        h = h0
+        for layer in layers:
+            h = h + torch.tanh(layer(h)) if residual else torch.tanh(layer(h))
+        h.sum().backward()
+        rows.append((depth, residual, h0.grad.norm().item()))
+fig, ax = plt.subplots(figsize=(5.5, 3.2))
+for residual, style in ((False, "o-"), (True, "s-")):
+    ax.semilogy([d for d, r, _ in rows if r == residual], [g + 1e-30 for _, r, g in rows if r == residual], style,
+                label="x + f(x) (residual)" if residual else "f(x) (plain stack)")
+ax.set(xlabel="number of layers", ylabel="gradient norm at the input", title="Gradient reaching the input")
+ax.legend()
+plt.tight_layout()
+plt.show()
+for depth, residual, grad in rows:
+    print(f"{depth:3d} layers, {'residual' if residual else 'plain   '}: |d loss / d input| = {grad:.3g}")
+
+# %% [markdown]
+# ## 3. Add & norm: the encoder layer
 #
 # Each sub-layer (attention, feed-forward) is wrapped in a **residual connection** and
 # followed by **layer normalisation** (section 3.1):
@@ -181,7 +337,7 @@ _checks.check_PositionwiseFeedForward(globals())
 # source position), add & norm, feed-forward, add & norm. The attention module returns
 # `(output, weights)`; keep the output.
 #
-# **Exercise 2.** Write `EncoderLayer.forward(x, src_mask)` with `norm1` after attention
+# **Exercise 3.** Write `EncoderLayer.forward(x, src_mask)` with `norm1` after attention
 # and `norm2` after the feed-forward network.
 
 # %% [markdown]
@@ -203,11 +359,11 @@ _checks.check_PositionwiseFeedForward(globals())
 #
 # </details>
 #
-# **Check yourself:** Where would pre-LN put the normalisation, and why does the grader not accept it here?
+# **Check yourself:** Where would pre-LN put the normalisation, and is it the same function?
 #
 # <details><summary>Answer</summary>
 #
-# Pre-LN computes `x + sublayer(norm(x))`; it trains more stably in deep stacks but is a different function from the paper's post-LN, which this notebook specifies.
+# Pre-LN computes `x + sublayer(norm(x))`; it trains more stably in deep stacks, but with the same weights it gives different outputs from the paper's post-LN `norm(x + sublayer(x))`: a different function, not a reordering.
 #
 # </details>
 
@@ -276,7 +432,7 @@ _checks.check_EncoderLayer(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 3. The decoder layer
+# ## 4. The decoder layer
 #
 # A decoder layer has three sub-layers, each with add & norm:
 #
@@ -287,7 +443,7 @@ _checks.check_EncoderLayer(globals())
 #    source padding mask hides the source's padding;
 # 3. the feed-forward network.
 #
-# **Exercise 3.** Write `DecoderLayer.forward(x, memory, src_mask, tgt_mask)` with `norm1`,
+# **Exercise 4.** Write `DecoderLayer.forward(x, memory, src_mask, tgt_mask)` with `norm1`,
 # `norm2`, `norm3` after the three sub-layers.
 
 # %% [markdown]
@@ -390,7 +546,7 @@ _checks.check_DecoderLayer(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 4. Stacks of layers
+# ## 5. Stacks of layers
 #
 # The encoder is $N$ encoder layers applied one after another; the decoder is $N$ decoder
 # layers, each of which attends to the same `memory` (the encoder's last output). The
@@ -404,7 +560,7 @@ _checks.check_DecoderLayer(globals())
 # The inputs are already embedded, `(B, L, D)`, and the stacks return the last layer's
 # output as it is (no final LayerNorm: that belongs to pre-LN models).
 #
-# **Exercise 4.** Write `Encoder.forward` and `Decoder.forward`.
+# **Exercise 5.** Write `Encoder.forward` and `Decoder.forward`.
 
 # %% [markdown]
 # **Stuck on `Encoder`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.1 ("a stack of N = 6 identical layers").
@@ -565,7 +721,7 @@ _checks.check_Decoder(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 5. The whole model
+# ## 6. The whole model
 #
 # `Transformer` wires everything together:
 #
@@ -579,14 +735,16 @@ _checks.check_Decoder(globals())
 #   vocabulary-sized **logits** (no softmax: the loss applies it).
 #
 # One `PositionalEncoding` serves both sides (it holds no weights, only the table). The
-# paper ties the embedding and generator weights (section 3.4); we keep them separate for
-# clarity (the SPEC fixes this), which costs parameters but no accuracy on our task.
+# paper ties the embedding and generator weights (section 3.4); we keep them separate, so
+# that each module owns its weights and reading the code needs no knowledge of sharing.
+# Separate weights cost parameters: `tgt_vocab_size` x $D$ more (about 1 M in notebook
+# 07's CPU model, 4 M in its GPU model). We have not measured what tying changes in accuracy here.
 #
 # `__init__` also re-initialises every weight matrix with Glorot/Xavier uniform values, as
 # `nn.Transformer` does: `nn.Embedding`'s default $\mathcal{N}(0, 1)$ times $\sqrt{D}$ would
 # give token vectors some 20 times larger than the positional signal.
 #
-# **Exercise 5.** Write `encode`, `decode` and `forward`.
+# **Exercise 6.** Write `encode`, `decode` and `forward`.
 
 # %% [markdown]
 # **Stuck on `Transformer`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3, Figure 1, and §3.4.
@@ -720,7 +878,7 @@ _checks.check_Transformer(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 6. The paper's base model, and PyTorch's
+# ## 7. The paper's base model, and PyTorch's
 #
 # The base configuration of the paper is $D = 512$, $h = 8$, $N = 6$, $d_{ff} = 2048$,
 # $P_{drop} = 0.1$. Counting its parameters (vocabularies of 37,000 tokens as in the
@@ -808,7 +966,7 @@ real = tgt != 0  # padded target positions are don't-cares (their rows differ in
 print(f"max |ours - nn.Transformer| over real target positions: {(ours - theirs)[real].abs().max():.2e}")
 
 # %% [markdown]
-# ## 7. Looking inside: shapes at every stage
+# ## 8. Looking inside: shapes at every stage
 #
 # `print(model)` shows the module tree; forward hooks report the shape of the data as it
 # flows through a small model (batch 2, source length 5, target length 4):
@@ -831,7 +989,7 @@ for name, shape in shapes:
     print(f"{name:>28} -> {shape}")
 
 # %% [markdown]
-# ## 8. The decoder cannot see the future
+# ## 9. The decoder cannot see the future
 #
 # With the causal mask, the output at target position $t$ depends on target tokens
 # $0..t$ only. Replace the tokens after position 3 with random ones and measure how much

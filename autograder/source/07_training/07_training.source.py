@@ -166,8 +166,9 @@ _checks.check_shift_right(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# When the batch already holds `<bos> y <eos>` (our loader builds it that way), both
-# tensors are slices of it: `decoder_input = tgt[:, :-1]` and `labels = tgt[:, 1:]`.
+# When the batch already holds `<bos> y <eos>` (our loader builds it that way), no new
+# token is needed: the decoder input and the labels are two slices of the same rows, one
+# position apart, of equal length.
 #
 # **Exercise 2.** `make_teacher_forcing_batch(tgt, pad_id)` returns `(decoder_input, labels)`.
 
@@ -207,7 +208,8 @@ def make_teacher_forcing_batch(tgt: torch.Tensor, pad_id: int) -> tuple[torch.Te
         pad_id: the padding id (labels keep it; the loss ignores it).
 
     Returns:
-        ``(decoder_input, labels)``, both ``(B, T)``: ``tgt[:, :-1]`` and ``tgt[:, 1:]``.
+        ``(decoder_input, labels)``, both ``(B, T)``: at every position, the decoder sees the
+        tokens so far and its label is the token that comes next.
     """
     ### BEGIN SOLUTION
     return tgt[:, :-1], tgt[:, 1:]
@@ -283,8 +285,14 @@ def noam_lr(step: int, d_model: int, warmup_steps: int) -> float:
 
     Returns:
         ``d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)``.
+
+    Raises:
+        ValueError: if ``step < 1`` (step 0 would divide by zero; ``LambdaLR`` counts from 0,
+            so a scheduler passes ``step + 1``).
     """
     ### BEGIN SOLUTION
+    if step < 1:
+        raise ValueError(f"step counts from 1, got {step}")
     return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
     ### END SOLUTION
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from .. import nb06_transformer as ref
 from ..nb04_masking import make_causal_mask, make_decoder_mask, make_padding_mask
@@ -17,6 +18,7 @@ from . import (
     assert_matches,
     construct,
     copy_parameters,
+    forbid,
     generator,
     guarded,
     randn,
@@ -27,10 +29,71 @@ from . import (
 )
 
 SECTION_FFN = "see section 1, 'Position-wise feed-forward'"
-SECTION_ENC = "see section 2, 'Add & norm: the encoder layer'"
-SECTION_DEC = "see section 3, 'The decoder layer'"
-SECTION_STACK = "see section 4, 'Stacks of layers'"
-SECTION_MODEL = "see section 5, 'The whole model'"
+SECTION_LN = "see section 2, 'Layer normalisation'"
+SECTION_ENC = "see section 3, 'Add & norm: the encoder layer'"
+SECTION_DEC = "see section 4, 'The decoder layer'"
+SECTION_STACK = "see section 5, 'Stacks of layers'"
+SECTION_MODEL = "see section 6, 'The whole model'"
+
+_BUILTIN_LAYER_NORM = {
+    (torch, "layer_norm"): "torch.layer_norm",
+    (F, "layer_norm"): "torch.nn.functional.layer_norm",
+    (torch.nn.LayerNorm, "forward"): "nn.LayerNorm",
+    (torch, "batch_norm"): "torch.batch_norm",
+    (torch, "group_norm"): "torch.group_norm",
+}
+
+
+def _layer_norm_mistakes(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float,
+                         ) -> dict[str, torch.Tensor | None]:
+    """Outputs of known mistakes, keyed by the message that names them."""
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, unbiased=False, keepdim=True)
+    unbiased = x.var(-1, unbiased=True, keepdim=True)
+    centred = x - mean
+    return {
+        "uses the unbiased variance (divides by D - 1, the default of x.var() and x.std()); layer "
+        f"normalisation divides by D: x.var(dim=-1, unbiased=False) ({SECTION_LN}).":
+            centred / torch.sqrt(unbiased + eps) * weight + bias,
+        "divides by (std + eps) with the unbiased std; use the biased variance and put eps inside the "
+        f"square root: (x - mean) / sqrt(var + eps) ({SECTION_LN}).":
+            centred / (unbiased.sqrt() + eps) * weight + bias,
+        f"adds eps to the standard deviation; eps goes inside the square root: sqrt(var + eps) ({SECTION_LN}).":
+            centred / (var.sqrt() + eps) * weight + bias,
+        f"ignores eps: divide by sqrt(var + eps), not sqrt(var) ({SECTION_LN}).":
+            centred / var.sqrt() * weight + bias,
+        f"does not subtract the mean (that is RMSNorm); layer normalisation centres each vector ({SECTION_LN}).":
+            x / torch.sqrt(x.square().mean(-1, keepdim=True) + eps) * weight + bias,
+        f"ignores weight and bias: scale by the gain `weight`, then add `bias` ({SECTION_LN}).":
+            centred / torch.sqrt(var + eps),
+        f"swaps weight and bias: the output is normalised * weight + bias ({SECTION_LN}).":
+            centred / torch.sqrt(var + eps) * bias + weight,
+        "normalises over the first axis (across the batch, like BatchNorm); layer normalisation uses "
+        f"each vector's own D features, the last axis ({SECTION_LN}).": None if x.dim() < 2 else (
+            (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, unbiased=False, keepdim=True) + eps)
+            * weight + bias),
+    }
+
+
+def check_layer_norm(ns: dict[str, Any]) -> None:
+    layer_norm = student_name(ns, "layer_norm")
+    gen = generator(607)
+    # A large eps first: it tells apart where eps goes (inside the root, on the std, nowhere).
+    for shape, dtype, eps in [((3, 6), torch.float64, 0.5), ((5, 8), torch.float32, 1e-5),
+                              ((2, 3, 4), torch.float64, 1e-5), ((1, 1, 16), torch.float32, 1e-5)]:
+        x = randn(*shape, gen=gen, dtype=dtype) * 3 + 1
+        weight = 1 + randn(shape[-1], gen=gen, dtype=dtype) * 0.5
+        bias = randn(shape[-1], gen=gen, dtype=dtype)
+        with forbid(_BUILTIN_LAYER_NORM) as used:
+            got = layer_norm(x, weight, bias) if eps == 1e-5 else layer_norm(x, weight, bias, eps=eps)
+        if used:
+            raise AssertionError(f"layer_norm calls the built-in {used[0]}; this exercise is to write it by hand "
+                                 f"from mean, variance and sqrt ({SECTION_LN}).")
+        what = f"layer_norm(x {shape} {str(dtype).replace('torch.', '')}, eps={eps})"
+        mistakes = _layer_norm_mistakes(x, weight, bias, eps)
+        assert_matches(got, ref.layer_norm(x, weight, bias, eps), what,
+                       {k: v for k, v in mistakes.items() if v is not None},
+                       hint=f"Expected (x - mean) / sqrt(var + eps) * weight + bias over the last axis ({SECTION_LN}).")
 PARTS = ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"]
 
 
