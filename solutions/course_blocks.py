@@ -373,6 +373,32 @@ from torch import nn
 
 
 
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Layer normalisation over the last axis, by hand (Ba et al., 2016, eq. 4; paper section 3.1).
+
+    ``(x - mean) / sqrt(var + eps) * weight + bias``, with the mean and the *biased* variance
+    (divided by ``D``, not ``D - 1``) of each vector's ``D`` features; equal to
+    ``F.layer_norm(x, (D,), weight, bias, eps)``.
+
+    Args:
+        x: ``(..., D)`` float tensor.
+        weight, bias: ``(D,)``, the learned gain and bias.
+        eps: added to the variance, inside the square root.
+
+    Returns:
+        ``(..., D)``, the dtype of ``x``.
+
+    Raises:
+        ValueError: if ``weight`` or ``bias`` is not of shape ``(D,)``.
+    """
+    d = x.shape[-1]
+    if weight.shape != (d,) or bias.shape != (d,):
+        raise ValueError(f"weight and bias must have shape ({d},), got {tuple(weight.shape)} and {tuple(bias.shape)}")
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x - mean).square().mean(dim=-1, keepdim=True)  # biased: divided by D
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
 class PositionwiseFeedForward(nn.Module):
     """``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (paper eq. 2), applied to each position.
 

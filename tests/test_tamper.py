@@ -195,6 +195,14 @@ SANDBOX_ATTACKS = {
                  "seen = [str(p) for up in here.parents for p in up.glob('*') if p.name in "
                  "('results', 'nbgrader', 'submitted', 'grades.csv', 'feedback', 'gradebook.db')]\n"
                  "print('SEEN', seen)\n"),
+    # The network: a public address, and this machine through its own address.
+    "s_e_network": ("import socket\n"
+                    "for host in [('1.1.1.1', 53), (socket.gethostname(), 22), ('127.0.0.1', 8888)]:\n"
+                    "    try:\n"
+                    "        socket.create_connection(host, timeout=3).close()\n"
+                    "        print('NETWORK REACHED', host)\n"
+                    "    except OSError as exc:\n"
+                    "        print('NETWORK REFUSED', type(exc).__name__)\n"),
 }
 
 
@@ -226,3 +234,7 @@ def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
     printed = "".join(o.get("text", "") for c in peek.cells for o in c.get("outputs", []))
     assert "SEEN []" in printed, printed[:500]
     assert "refused:" in printed and checks.read_bytes() == before, "the repository is not the kernel's to write"
+    if sandbox.isolates_network():
+        net = nbformat.read(out / "nbgrader" / "autograded" / "s_e_network" / A01 / f"{A01}.ipynb", as_version=4)
+        printed = "".join(o.get("text", "") for c in net.cells for o in c.get("outputs", []))
+        assert printed.count("NETWORK REFUSED") == 3 and "REACHED" not in printed, printed[-500:]

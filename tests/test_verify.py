@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import importlib
 import io
-import sys
 
 import nbformat
 import pytest
@@ -119,7 +118,3 @@ def test_exact_values_must_be_equal(repo):
     entries[0] = (what, flipped, tol)
     assert "values differ" in verify.compare(repo.reference, notebook, source, _payload(entries))
 
-
-def test_reference_package_is_importable_once(repo):
-    verify._reference_modules(repo.reference)
-    assert sum(1 for p in sys.path if p == str(repo.reference.resolve())) == 1

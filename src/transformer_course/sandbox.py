@@ -6,7 +6,8 @@ empty ``/tmp`` and ``HOME`` (nothing such as an IPython startup file survives th
 and the grader's folders hidden: the repository, the class's output and the other work
 areas. It can write only to its own notebook's folder, which the grader resets before the
 next notebook; it reads its own connection file and the hidden reference copy it is
-graded with. It keeps the network (Jupyter talks to it over TCP on 127.0.0.1).
+graded with. It has no network: its own empty network namespace, and Jupyter talks to it
+over IPC sockets (Unix domain sockets in a folder of its own) instead of TCP.
 
 Where ``bwrap`` is missing (``make sandbox`` installs Debian's bubblewrap), kernels run
 without it and :func:`warning` says so.
@@ -18,10 +19,11 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import List, Unicode
+from traitlets import Bool, List, Unicode
 
 
 def bwrap() -> str | None:
@@ -49,6 +51,19 @@ def _working_bwrap() -> tuple[str | None, str]:
     return exe, ""
 
 
+@functools.cache
+def isolates_network() -> bool:
+    """Whether bwrap can also give a kernel its own, empty network namespace here."""
+    exe = bwrap()
+    if exe is None:
+        return False
+    probe = [exe, "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def warning() -> str:
     """One line for the grader to print when kernels run without the sandbox ('' when they do not)."""
     if os.environ.get("COURSE_SANDBOX", "").lower() in ("off", "0", "no"):
@@ -61,13 +76,16 @@ def warning() -> str:
             "(Debian's bubblewrap; root or sudo).")
 
 
-def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: list[str]) -> list[str]:
+def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: list[str],
+            network: bool = True) -> list[str]:
     """``cmd`` wrapped in bwrap: see the module docstring. Later mounts go over earlier ones, so
-    a ``readonly`` or ``writable`` folder inside a ``hidden`` one is visible again."""
+    a ``readonly`` or ``writable`` folder inside a ``hidden`` one is visible again. ``network``
+    False gives it an empty network namespace (its Jupyter sockets must then be IPC)."""
     exe = bwrap()
     if exe is None:
         return cmd
     args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+            *([] if network else ["--unshare-net"]),
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--setenv", "HOME", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/.ipython",
             "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "PYTHONNOUSERSITE", "1",
@@ -93,6 +111,21 @@ class SandboxedKernelManager(AsyncKernelManager):
     hidden = List(Unicode(), help="folders the kernel must not see").tag(config=True)
     readonly = List(Unicode(), help="folders it may read (inside hidden ones)").tag(config=True)
     writable = List(Unicode(), help="folders it may write").tag(config=True)
+    network = Bool(False, help="let the kernel reach the network (Jupyter then uses TCP)").tag(config=True)
+    _sockets = ""  # the folder of this kernel's IPC sockets, when it has no network
+
+    async def _async_pre_start_kernel(self, **kw):
+        # Without a network the kernel cannot serve TCP to this process: its sockets become
+        # files in a folder of its own, the only one both sides see.
+        if not self.network and isolates_network():
+            self._sockets = tempfile.mkdtemp(prefix="tc-kernel-")
+            self.transport, self.ip = "ipc", os.path.join(self._sockets, "kernel")
+        return await super()._async_pre_start_kernel(**kw)
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart=restart)
+        if self._sockets and not restart:
+            shutil.rmtree(self._sockets, ignore_errors=True)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         # A SIGINT to the kernel's process group would end bwrap (and the kernel with it), so
@@ -101,4 +134,5 @@ class SandboxedKernelManager(AsyncKernelManager):
         cmd = super().format_kernel_cmd(extra_arguments)
         connection = os.path.realpath(self.connection_file)  # this kernel's only: not the others' keys
         return command(cmd, [*self.hidden, os.path.dirname(connection)], [*self.readonly, connection],
-                       self.writable)
+                       [*self.writable, *([self._sockets] if self._sockets else [])],
+                       network=not self._sockets)

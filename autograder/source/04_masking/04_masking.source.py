@@ -38,7 +38,10 @@ if "google.colab" in sys.modules:
 # - **The future.** A decoder predicts word $t$ from words $0..t-1$ and is trained on all
 #   positions at once (teacher forcing, notebook 07). If position $t$ could see position
 #   $t+1$, it would simply copy the answer. The paper masks out these "illegal
-#   connections" (Vaswani et al., 2017, section 3.2.3).
+#   connections" (Vaswani et al., 2017, section 3.2.3). The decoder's input is the target
+#   shifted right by one (notebook 07 starts it with `<bos>`), so input position $t$ holds
+#   word $t-1$: letting position $t$ attend to positions $0..t$ of that input is exactly
+#   "words $0..t-1$".
 #
 # Masks are boolean tensors with **`True` = may attend**, shaped to broadcast against the
 # attention scores `(B, h, Lq, Lk)`: a `1` in a mask's shape means "the same for every

@@ -276,7 +276,10 @@ _checks.check_layer_norm(globals())
 # **LayerNorm against BatchNorm, and residual paths, measured.** First, a batch of two
 # sentences; the second has two padding positions. Only the values at those padding
 # positions change between the two runs. Then, the norm of the gradient that reaches the
-# input of a stack of `tanh(Linear)` layers, with and without residual connections.
+# input of a stack of `tanh(Linear)` layers, with and without residual connections: without
+# them it shrinks by orders of magnitude as the stack deepens; with them it does not vanish
+# (in this toy stack it even grows, since nothing keeps the scale in check: in the
+# Transformer, the LayerNorm after every sub-layer does).
 
 # %%
 torch.manual_seed(0)

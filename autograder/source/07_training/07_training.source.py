@@ -928,8 +928,16 @@ if not GRADING:
     axes[2].set(xlabel="minutes of training", ylabel="BLEU (val, cased)", title=f"BLEU against time ({CONFIG.name})")
     plt.tight_layout()
     plt.show()
-    print("Notice: the loss falls fastest right after warm-up, when the rate is highest; the validation "
-          "loss stays close to the training loss (little over-fitting in so short a run).")
+    best, last = min(history, key=lambda h: h["val_loss"]), history[-1]
+    if last["val_loss"] > best["val_loss"] + 0.02:
+        trend = (f"the validation loss was lowest after epoch {best['epoch']} ({best['val_loss']:.3f}) and has risen "
+                 f"since, to {last['val_loss']:.3f}, while the training loss kept falling: the model has begun to "
+                 "over-fit")
+    else:
+        trend = f"the validation loss is still at its lowest ({last['val_loss']:.3f}): no sign of over-fitting yet"
+    top = max(history, key=lambda h: h["val_bleu"])
+    print(f"Notice: {trend}. BLEU, which scores the most likely words and not their probabilities, peaked "
+          f"at epoch {top['epoch']} ({top['val_bleu']:.2f}); the two need not agree.")
     print("\nBLEU against time:\n  minutes  steps  val BLEU")
     for h in history:
         print(f"  {h['minutes']:7.1f}  {h['steps']:5d}  {h['val_bleu']:8.2f}")
