@@ -132,3 +132,44 @@ def test_no_upstream_note_for_an_exercise_that_never_ran(repo):
                ExerciseResult("SelfAttention", 0, 3, "your answer cell failed: not run: the kernel died in an "
                                                      "earlier cell")]
     assert upstream_note(assignment, "SelfAttention", results) == ""
+
+
+def test_feedback_pages_name_exercises_and_wrap(graded):
+    """The table of contents names each test cell's exercise; long reasons wrap."""
+    _, out = graded
+    page = (out / "feedback" / "dev" / "01_self_attention" / "01_self_attention.html").read_text()
+    assert "Test cell" not in page
+    assert '<a href="#test_softmax_hidden">softmax: hidden tests</a>' in page
+    assert '<a href="#test_softmax">softmax: tests</a>' in page
+    assert "white-space: pre-wrap" in page
+
+
+def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
+    """Both cores busy with other work: a correct and a wrong notebook get the same scores."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    from transformer_course import attacks
+    from transformer_course.batch import grade_class
+
+    from .conftest import GRADING_TIMEOUT
+
+    right = nbformat.read(repo.solutions / f"{attacks.A01}.ipynb", as_version=4)
+    wrong = nbformat.read(repo.solutions / f"{attacks.A01}.ipynb", as_version=4)
+    attacks.set_answer(wrong, "softmax", attacks.WRONG_SOFTMAX)
+    for student, nb in (("right", right), ("wrong", wrong)):
+        (tmp_path / "in" / student / attacks.A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / student / attacks.A01 / f"{attacks.A01}.ipynb")
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        results = grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False,
+                              workers=2)
+    finally:
+        for burner in burners:
+            burner.kill()
+    scores = {r.student_id: {e.exercise: e.score for e in r.exercises} for r in results
+              if r.assignment == attacks.A01}
+    assert scores["right"] == {k: float(v) for k, v in attacks.FULL.items()}
+    assert scores["wrong"] == {k: float(v) for k, v in attacks.NO_SOFTMAX.items()}

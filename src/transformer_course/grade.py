@@ -265,10 +265,24 @@ class Grader:
         dest.parent.mkdir(parents=True, exist_ok=True)
         made = self.work / "feedback" / WORK_STUDENT / result.assignment / f"{assignment.notebook}.html"
         if result.status == "graded" and made.is_file():
-            shutil.copyfile(made, dest)
+            dest.write_text(label_feedback(made.read_text(), assignment))
         else:
             dest.write_text(fallback_html(result))
         return result
+
+
+# Long one-line reasons wrap instead of running off the page.
+_WRAP = "<style>pre { white-space: pre-wrap; overflow-wrap: anywhere; }</style>"
+
+
+def label_feedback(text: str, assignment: Assignment) -> str:
+    """nbgrader's feedback page with each test cell named by its exercise in the table of
+    contents ("softmax: hidden tests" instead of "Test cell"), and long lines wrapped."""
+    for test in assignment.tests:
+        rest = test.grade_id.removeprefix("test_").removeprefix(test.exercise).strip("_").replace("_", " ")
+        label = html.escape(f"{test.exercise}: {rest + ' tests' if rest else 'tests'}")
+        text = text.replace(f'<a href="#{test.grade_id}">Test cell</a>', f'<a href="#{test.grade_id}">{label}</a>')
+    return text.replace("</head>", _WRAP + "</head>", 1)
 
 
 def fallback_html(result: SubmissionResult) -> str:
