@@ -169,9 +169,9 @@ class UnguardNotebook(Preprocessor):
             cell.outputs = [o for o in cell.outputs if TOKEN_MIME not in o.get("data", {})]
             if any(o.get("output_type") == "error" for o in cell.outputs):
                 continue
-            valid = [o["data"][TOKEN_MIME] for o in tokens if isinstance(o["data"][TOKEN_MIME], dict)
-                     and o["data"][TOKEN_MIME].get("token") == guard_token(
-                         secret, _grade_id(cell), original, str(o["data"][TOKEN_MIME].get("record", "")))]
+            sent = [o["data"][TOKEN_MIME] for o in tokens if isinstance(o["data"][TOKEN_MIME], dict)]
+            valid = [t for t in sent
+                     if t.get("token") == guard_token(secret, _grade_id(cell), original, str(t.get("record", "")))]
             if not valid:
                 cell.outputs.append(_error("GraderError", "this test did not run to its end under the grader: "
                                            "something in the notebook stopped or replaced it"))

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import Bool, List, Unicode
+from traitlets import List, Unicode
 
 
 def bwrap() -> str | None:
@@ -111,13 +111,12 @@ class SandboxedKernelManager(AsyncKernelManager):
     hidden = List(Unicode(), help="folders the kernel must not see").tag(config=True)
     readonly = List(Unicode(), help="folders it may read (inside hidden ones)").tag(config=True)
     writable = List(Unicode(), help="folders it may write").tag(config=True)
-    network = Bool(False, help="let the kernel reach the network (Jupyter then uses TCP)").tag(config=True)
     _sockets = ""  # the folder of this kernel's IPC sockets, when it has no network
 
     async def _async_pre_start_kernel(self, **kw):
         # Without a network the kernel cannot serve TCP to this process: its sockets become
         # files in a folder of its own, the only one both sides see.
-        if not self.network and isolates_network():
+        if isolates_network():
             self._sockets = tempfile.mkdtemp(prefix="tc-kernel-")
             self.transport, self.ip = "ipc", os.path.join(self._sockets, "kernel")
         return await super()._async_pre_start_kernel(**kw)

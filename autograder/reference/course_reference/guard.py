@@ -9,11 +9,12 @@ reference, and failing tests would look like passing ones. The grader therefore
 1. runs :func:`install` in a cell of its own before any student code: resource limits,
    a snapshot of the functions and hooks that tests rely on, the hidden reference taken
    off ``sys.path``/``sys.modules``, and a runner under a random name;
-2. runs every test cell through that runner (the cell only names the test; its source comes
-   from the grader's file, so an input transformer never sees hidden tests), which first puts the snapshot back, runs
-   the test code, refuses a result computed by the reference's own implementation of
-   the exercise, and, only if the test code finished, publishes a token (an HMAC of the
-   test cell's source with a secret the kernel never sees in any cell source);
+2. runs every test cell through that runner (the cell only names the test; its source
+   comes from the grader's file, so an input transformer never sees hidden tests), which
+   first puts the snapshot back, runs the test code, refuses a result computed by the
+   reference's own implementation of the exercise, and, only if the test code finished,
+   publishes a token (an HMAC of the test cell's source and of the values it recorded,
+   with a secret the kernel never sees in any cell source);
 3. after execution, accepts a test cell only with its valid token.
 
 Not a sandbox: code that knows this module's internals can still defeat it from inside

@@ -84,6 +84,7 @@ def _frequencies(got: torch.Tensor, max_len: int, d: int) -> str:
     """Which frequencies the sin columns and the cos columns of ``got`` use, in words ('' if no rule fits).
     Compared where the angle is small enough for float32 to hold it (< 100 rad)."""
     pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    rules = _frequency_rules(d)
     found = []
     for first, wave in ((0, torch.sin), (1, torch.cos)):
         columns = torch.arange(first, d, 2, dtype=torch.float64)
@@ -96,7 +97,7 @@ def _frequencies(got: torch.Tensor, max_len: int, d: int) -> str:
             return bool(usable.float().mean() >= 0.25 and torch.allclose(
                 mine[usable], wave(angle)[usable], rtol=0, atol=1e-4))
 
-        rule = next((name for name, freq in _frequency_rules(d).items() if fits(freq)), None)
+        rule = next((name for name, freq in rules.items() if fits(freq)), None)
         if rule is None:
             return ""
         found.append(rule)
@@ -111,17 +112,18 @@ def _frequencies(got: torch.Tensor, max_len: int, d: int) -> str:
 
 def _check_table(got: Any, max_len: int, d: int, what: str) -> None:
     expected = ref.sinusoidal_positional_encoding(max_len, d)
+    mistakes = _pe_mistakes(max_len, d)
     if isinstance(got, torch.Tensor) and got.dtype == torch.float64 and got.shape == expected.shape:
         raise AssertionError(f"{what} has dtype torch.float64; return float32 (.float()) ({SECTION_PE}).")
     if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.dtype == expected.dtype:
         if torch.allclose(got, expected, **PE_TOL):
             record(what, got, PE_TOL)
             return
-        named = any(torch.allclose(got, wrong, **PE_TOL) for wrong in _pe_mistakes(max_len, d).values())
+        named = any(torch.allclose(got, wrong, **PE_TOL) for wrong in mistakes.values())
         why = "" if named else _frequencies(got, max_len, d)
         if why:
             raise AssertionError(f"{what}: {why} ({SECTION_PE}).")
-    assert_matches(got, expected, what, _pe_mistakes(max_len, d), tol=PE_TOL,
+    assert_matches(got, expected, what, mistakes, tol=PE_TOL,
                    hint=f"Expected PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...) ({SECTION_PE}).")
 
 
