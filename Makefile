@@ -32,6 +32,7 @@ build: install
 grade: build
 	$(BIN)/transformer-course grade autograder/submitted --out $(OUT) --timeout $(TIMEOUT)
 	$(BIN)/python -m transformer_course.expected $(OUT)
+	$(BIN)/transformer-course report $(OUT)
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_course.catalogue import APPLY_OK, BEAM_BATCHED, BEAM_OK, BPE_COUNTER, BPE_REGEX, CORRECT, MISTAKES
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "autograder" / "submitted"
 A01, A02 = "01_self_attention", "02_scaled_dot_product"
@@ -590,9 +592,19 @@ for _wrong, _right in [(TRAIN_NO_ZERO_GRAD, TRAIN_OK), (TRAIN_MEAN_OF_BATCHES, T
     assert _wrong != _right, "a .replace() in make_sample_class.py matched nothing"
 
 
-def answers_07(shift=SHIFT_OK, tf=TF_OK, noam=NOAM_OK, ls=LS_OK, train=TRAIN_OK, greedy=GREEDY_OK):
+# Beam search and BPE answers are the catalogue's (a row-by-row search with lists, a batched one,
+# Sennrich et al.'s regex style, and the mistakes named there).
+BEAM_NO_PENALTY = MISTAKES["beam_search"]["no_length_penalty"][0]
+BEAM_EXTENDS_FINISHED = MISTAKES["beam_search"]["extends_finished"][0]
+BPE_UNWEIGHTED = MISTAKES["learn_bpe"]["unweighted"][0]
+BPE_STRING_REPLACE = MISTAKES["learn_bpe"]["string_replace"][0]
+APPLY_FIRST_ONLY = MISTAKES["apply_bpe"]["first_only"][0]
+
+
+def answers_07(shift=SHIFT_OK, tf=TF_OK, noam=NOAM_OK, ls=LS_OK, train=TRAIN_OK, greedy=GREEDY_OK, beam=BEAM_OK,
+               learn=BPE_COUNTER, apply=APPLY_OK):
     return {"shift_right": shift, "make_teacher_forcing_batch": tf, "noam_lr": noam, "LabelSmoothingLoss": ls,
-            "train_epoch": train, "greedy_decode": greedy}
+            "train_epoch": train, "greedy_decode": greedy, "beam_search": beam, "learn_bpe": learn, "apply_bpe": apply}
 
 
 
@@ -612,7 +624,8 @@ CLASS = {
             A05: answers_05(PE_FN_EXP_LOG, PE_MODULE_3D, EMBED_POW),
             A06: answers_06(ffn=FFN_FUNCTIONAL, enc=ENC_SUBLAYER, encoder=ENCODER_REDUCE, model=MODEL_INLINE_MASKS,
                             ln=LN_VAR_MEAN),
-            A07: answers_07(SHIFT_ROLL, TF_NARROW, NOAM_MATH, LS_DISTRIBUTION, TRAIN_NO_CLIP)},
+            A07: answers_07(SHIFT_ROLL, TF_NARROW, NOAM_MATH, LS_DISTRIBUTION, TRAIN_NO_CLIP, beam=BEAM_BATCHED,
+                            learn=BPE_REGEX, apply=CORRECT["apply_bpe"]["regex"])},
     "cho": {A01: {"softmax": SOFTMAX_OK, "attention_scores": SCORES_OK}, A02: {},
             A03: answers_03(), A04: "missing", A05: {},
             A06: {"PositionwiseFeedForward": ("methods", FFN_OK)}, A07: "missing"},
@@ -620,13 +633,14 @@ CLASS = {
             A03: answers_03(split=SPLIT_NO_TRANSPOSE), A04: answers_04(causal=CAUSAL_SUBSEQUENT),
             A05: answers_05(fn=PE_FN_SWAPPED),
             A06: answers_06(enc=ENC_PRE_LN, decoder=DECODER_NOT_CHAINED, ln=LN_UNBIASED),
-            A07: answers_07(tf=TF_NOT_SHIFTED, noam=NOAM_MAX, ls=LS_OTHERS)},
+            A07: answers_07(tf=TF_NOT_SHIFTED, noam=NOAM_MAX, ls=LS_OTHERS, beam=BEAM_NO_PENALTY, learn=BPE_UNWEIGHTED)},
     "eun": {A01: answers_01(self_attention=SELF_ATTENTION_SCALED_D_MODEL, module=MODULE_WRONG_DIM),
             A02: {"scaled_dot_product_attention": SDPA_WRONG_DIM},
             A03: answers_03(combine=COMBINE_NO_CONTIGUOUS), A04: answers_04(pad=PAD_FLAT),
             A05: answers_05(fn=PE_FN_EXPONENT_I),
             A06: answers_06(dec=DEC_SELF_TWICE, model=MODEL_NO_CAUSAL, ln=LN_EPS_ON_STD),
-            A07: answers_07(shift=SHIFT_LEFT, train=TRAIN_NO_ZERO_GRAD, greedy=GREEDY_NO_STOP)},
+            A07: answers_07(shift=SHIFT_LEFT, train=TRAIN_NO_ZERO_GRAD, greedy=GREEDY_NO_STOP,
+                            beam=BEAM_EXTENDS_FINISHED, apply=APPLY_FIRST_ONLY)},
     "fay": {A01: answers_01(scores=SCORES_SWAPPED), A02: {"scaled_dot_product_attention": SDPA_INVERTED_MASK},
             A03: answers_03(mha=MHA_AVERAGED), A04: answers_04(decoder=DECODER_OR),
             A05: answers_05(module=PE_MODULE_ATTRIBUTE),
@@ -640,7 +654,7 @@ CLASS = {
     "ivy": {A01: answers_01(), A02: "missing"},
     "jon": {A01: answers_01(softmax=SOFTMAX_BUILTIN), A02: {"scaled_dot_product_attention": SDPA_MINUS_1E9},
             A03: answers_03(), A04: answers_04(causal=CAUSAL_NO_DIAGONAL), A05: answers_05(module=PE_MODULE_NO_CHECK),
-            A06: answers_06(encoder=ENCODER_FINAL_NORM, model=MODEL_LOG_SOFTMAX), A07: answers_07(noam=NOAM_NO_DMODEL)},
+            A06: answers_06(encoder=ENCODER_FINAL_NORM, model=MODEL_LOG_SOFTMAX), A07: answers_07(noam=NOAM_NO_DMODEL, learn=BPE_STRING_REPLACE)},
 }
 
 

@@ -35,3 +35,14 @@ def test_every_figure_is_in_the_book(repo, book):
         for src in images:
             assert (html / src).is_file(), src
         assert "Stuck on" in page and "<details>" in page  # the hints render as collapsible blocks
+
+
+def test_math_renders_offline_and_links_leave_for_the_repository(repo, book):
+    html = book.parent
+    page = (html / "02_scaled_dot_product.html").read_text()
+    scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page, flags=re.I)
+    assert scripts and not any(s.startswith(("http:", "https:", "//")) for s in scripts), scripts
+    assert all((html / s.split("?")[0]).is_file() for s in scripts)
+    assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+    links = re.findall(r'href="([^"]*course/02_scaled_dot_product[^"]*)"', page)
+    assert links and all(link.startswith("https://github.com/") for link in links), links

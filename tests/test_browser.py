@@ -1,7 +1,9 @@
 """A student in JupyterLab, in a real (headless) Chromium: run the stubs, see a test fail
 with a clear message, fill one stub, run again, see its test pass and its heatmap render.
 Also: nbgrader's JupyterLab extensions load, the formgrader opened in a graded class's
-OUT/nbgrader shows its scores, and the book's first page renders.
+OUT/nbgrader shows its scores, and the book's first page renders; the book and the feedback
+pages typeset their formulas with no network (MathJax shipped beside them), and the class
+report shows its figures.
 
 Needs Chromium (`make browser` installs Debian's package) and Playwright (a dev pin);
 skips with the reason otherwise. Screenshots go to build/screenshots/.
@@ -179,7 +181,16 @@ def test_book_first_page_renders(repo, browser, tmp_path):
     page.wait_for_selector("text=Build a Transformer")
     assert page.locator("a[href='01_self_attention.html']").count() >= 1
     page.screenshot(path=str(SHOTS / "04-book.png"))
+    _offline(page)
+    page.goto((index.parent / "02_scaled_dot_product.html").as_uri())
+    page.wait_for_selector("mjx-container", timeout=30_000)  # MathJax typeset the formulas, offline
     page.close()
+
+
+def _offline(page) -> None:
+    """Refuse every request that leaves the machine: what renders, renders from local files."""
+    page.route("**/*", lambda route: route.abort() if route.request.url.startswith(("http:", "https:"))
+               else route.continue_())
 
 
 def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
@@ -214,3 +225,17 @@ def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
         assert "2" in cells, cells  # two submissions
         page.screenshot(path=str(SHOTS / "07-formgrader-assignments.png"))
         page.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    _offline(page)
+    page.goto((tmp_path / "out" / "feedback" / "dev" / A01 / f"{A01}.html").as_uri())
+    page.wait_for_selector("mjx-container", timeout=30_000)  # formulas typeset with no network
+    page.screenshot(path=str(SHOTS / "08-feedback-math.png"))
+    from transformer_course.report import build_report
+
+    page.goto(build_report(tmp_path / "out").as_uri())
+    page.wait_for_selector("text=Named mistakes")
+    sizes = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
+    assert len(sizes) == 2 and all(w > 300 for w in sizes), sizes  # both figures load and render
+    assert "dev" in page.locator("table").first.inner_text()
+    page.screenshot(path=str(SHOTS / "09-class-report.png"), full_page=True)
+    page.close()

@@ -61,7 +61,7 @@ def test_course_has_stubs_and_no_solutions_hidden_tests_or_reference(repo):
         provided = ({BLOCKS_MODULE} if assignment.uses_blocks else set()) | set(assignment.provided)
         assert {p.name for p in folder.iterdir()} == {f"{assignment.notebook}.ipynb"} | provided
         text = (folder / f"{assignment.notebook}.ipynb").read_text()
-        setup = nbformat.reads(text, as_version=4).cells[0].source
+        setup = nbformat.reads(text, as_version=4).cells[1].source
         fetched = f"PROVIDED = {sorted(provided)!r}".replace("'", '"')
         assert fetched in setup, "the Colab cell must fetch what is shipped"
         assert not HIDDEN.search(text)
@@ -102,11 +102,13 @@ def test_solution_notebooks_run_top_to_bottom(repo, rebuilt, multi30k_dir):
         assert not errors
 
 
-def test_colab_setup_cell_is_first_and_harmless_locally(repo, tmp_path):
+def test_title_comes_first_then_the_collapsed_colab_setup_cell_harmless_locally(repo, tmp_path):
     for assignment in repo.assignments():
         nb = nbformat.read(repo.course / assignment.name / f"{assignment.notebook}.ipynb", as_version=4)
-        first = nb.cells[0]
+        title, first = nb.cells[0], nb.cells[1]
+        assert title.cell_type == "markdown" and title.source.startswith(f"# {assignment.name[:2]} ")
         assert first.cell_type == "code" and "google.colab" in first.source
+        assert first.metadata.get("jupyter", {}).get("source_hidden") is True  # collapsed in JupyterLab
         assert f"course/\"\n        \"{assignment.name}\"" in first.source or assignment.name in first.source
         # Run it locally: it must do nothing (no install, no download, no new files).
         result = subprocess.run([sys.executable, "-c", first.source], cwd=tmp_path,

@@ -1,4 +1,4 @@
-"""Each course notebook's first cell, run as in Colab (a stand-in ``google.colab`` module, the
+"""Each course notebook's set-up cell (after its title), run as in Colab (a stand-in ``google.colab`` module, the
 repository served from this checkout), provides everything the notebook imports."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _imports(source: str) -> set[str]:
 def test_colab_setup_cell_provides_every_import(repo, tmp_path, name):
     assignment = repo.assignment(name)
     nb = nbformat.read(repo.course / name / f"{assignment.notebook}.ipynb", as_version=4)
-    setup = nb.cells[0].source
+    setup = nb.cells[1].source  # the cell after the title
     assert f"raw.githubusercontent.com/{GITHUB_REPO}/main/course/" in setup
     fake = tmp_path / "fake"
     (fake / "google" / "colab").mkdir(parents=True)
@@ -66,7 +66,7 @@ def test_colab_setup_cell_provides_every_import(repo, tmp_path, name):
     checked = set(re.findall(r'"([a-z_]+)"', setup.split("missing = ", 1)[1].split("]", 1)[0]))
     provided = {f[:-3] for f in fetched}
     needed = set()
-    for cell in nb.cells[1:]:
+    for cell in nb.cells[2:]:
         if cell.cell_type == "code":
             needed |= _imports(cell.source)
     for filename in fetched:

@@ -322,3 +322,93 @@ def test_layer_norm_rejects_mis_shaped_parameters():
 
     with pytest.raises(ValueError, match=r"shape \(4,\)"):
         layer_norm(torch.zeros(2, 4), torch.ones(3), torch.zeros(4))
+
+
+def test_learn_bpe_reproduces_the_published_example():
+    # The corpus of Sennrich et al. (2016), Algorithm 1, run with its published code: the same
+    # ten merges (its ties fall to the pair counted first, as here).
+    merges = ref07.learn_bpe({"low": 5, "lower": 2, "newest": 6, "widest": 3}, 10)
+    assert merges == [("e", "s"), ("es", "t"), ("est", "</w>"), ("l", "o"), ("lo", "w"), ("n", "e"),
+                      ("ne", "w"), ("new", "est</w>"), ("low", "</w>"), ("w", "i")]
+    assert ref07.apply_bpe("lowest", merges) == ["low", "est</w>"]
+    assert ref07.learn_bpe({"ab": 3, "b": 2}, 10) == [("b", "</w>"), ("a", "b</w>")]
+    with pytest.raises(ValueError, match="num_merges"):
+        ref07.learn_bpe({"a": 1}, -1)
+
+
+def _has_tie(word_counts: dict[str, int], num_merges: int) -> bool:
+    vocab = {tuple(w) + ("</w>",): c for w, c in word_counts.items()}
+    for _ in range(num_merges):
+        pairs: dict = {}
+        for symbols, count in vocab.items():
+            for pair in zip(symbols, symbols[1:], strict=False):
+                pairs[pair] = pairs.get(pair, 0) + count
+        if not pairs:
+            return False
+        top = sorted(pairs.values(), reverse=True)
+        if len(top) > 1 and top[0] == top[1]:
+            return True
+        best = max(pairs, key=pairs.get)
+        vocab = {ref07._merge_pair(s, best): c for s, c in vocab.items()}
+    return False
+
+
+def test_bpe_check_corpora_have_no_ties():
+    from course_reference.checks.nb07 import BPE_CORPORA
+
+    assert _has_tie({"low": 5, "lower": 2, "newest": 6, "widest": 3}, 10)  # the helper can see a tie
+    for word_counts, num_merges in BPE_CORPORA:
+        assert not _has_tie(word_counts, num_merges), word_counts
+
+
+def _random_model(seed: int, vocab: int = 6) -> ref06.Transformer:
+    gen = torch.Generator().manual_seed(seed)
+    model = ref06.Transformer(7, vocab, d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.0, pad_id=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.7)
+    return model.eval()
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6, 1.0])
+def test_beam_search_with_a_wide_beam_finds_the_best_hypothesis_by_exhaustive_search(length_penalty):
+    # Vocabulary 6 (pad 0, bos 2, eos 3), at most 3 generated tokens: a beam of 6**3 keeps every
+    # hypothesis, so beam search must return the best of all, scored independently here.
+    import itertools
+
+    model, src = _random_model(1), torch.tensor([[4, 5, 6, 1], [6, 6, 0, 0]])
+    got = ref07.beam_search(model, src, 4, 2, 3, beam_size=6**3, length_penalty=length_penalty)
+    for row in range(2):
+        memory_src = src[row:row + 1]
+        best, best_score = None, -math.inf
+        for n in (1, 2, 3):
+            for tail in itertools.product(range(6), repeat=n):
+                if 3 in tail[:-1] or (n < 3 and tail[-1] != 3):
+                    continue  # eos ends a hypothesis; shorter than max only when finished
+                ys = torch.tensor([[2, *tail]])
+                logp = F.log_softmax(model(memory_src, ys[:, :-1]).double(), -1)[0]
+                total = sum(logp[t, tail[t]].item() for t in range(n))
+                score = total / ((5 + n) / 6) ** length_penalty
+                if score > best_score:
+                    best, best_score = [2, *tail], score
+        row_out = got[row].tolist()
+        assert row_out[:len(best)] == best and all(t == 0 for t in row_out[len(best):]), (row_out, best)
+
+
+def test_beam_search_of_width_one_is_greedy_decoding():
+    for seed in range(3):
+        model = _random_model(seed, vocab=9)
+        src = torch.tensor([[4, 5, 6, 1], [6, 6, 0, 0], [1, 4, 0, 0]])
+        assert torch.equal(ref07.beam_search(model, src, 8, 2, 3, beam_size=1),
+                           ref07.greedy_decode(model, src, 8, 2, 3))
+
+
+def test_tied_embeddings_share_one_matrix_and_save_its_parameters():
+    untied, tied = ref06.Transformer(50, 60, d_model=16, num_heads=2, num_layers=1, d_ff=32), \
+        ref06.Transformer(50, 60, d_model=16, num_heads=2, num_layers=1, d_ff=32, tie_embeddings=True)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(untied) - count(tied) == 60 * 16
+    assert tied.generator.weight is tied.tgt_embed.embedding.weight
+    logits = tied(torch.tensor([[4, 5, 6]]), torch.tensor([[2, 7]]))
+    logits.sum().backward()  # one gradient, from both uses
+    assert tied.tgt_embed.embedding.weight.grad is not None and logits.shape == (1, 2, 60)

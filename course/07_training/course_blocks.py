@@ -527,10 +527,13 @@ class Transformer(nn.Module):
             ``d_ff``, ``P_drop`` (base model: 512, 8, 6, 2048, 0.1).
         max_len: longest sequence the positional encoding covers.
         pad_id: the padding token id of both vocabularies; ``forward`` masks it.
+        tie_embeddings: share one matrix between ``tgt_embed`` and ``generator`` (paper
+            section 3.4); default False, each owns its weights.
 
     Attributes:
         src_embed, tgt_embed (``TokenEmbedding``), positional_encoding (one, shared),
-        encoder, decoder, generator (``nn.Linear(d_model, tgt_vocab_size)``, untied).
+        encoder, decoder, generator (``nn.Linear(d_model, tgt_vocab_size)``, untied unless
+        ``tie_embeddings``).
 
     Shape:
         encode(src ``(B, S)`` int64, src_mask) -> memory ``(B, S, D)``;
@@ -549,6 +552,7 @@ class Transformer(nn.Module):
         dropout: float = 0.1,
         max_len: int = 5000,
         pad_id: int = 0,
+        tie_embeddings: bool = False,
     ):
         super().__init__()
         self.pad_id = pad_id
@@ -558,6 +562,8 @@ class Transformer(nn.Module):
         self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout)
         self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout)
         self.generator = nn.Linear(d_model, tgt_vocab_size)
+        if tie_embeddings:  # paper section 3.4: the generator reuses the target embedding matrix (V, D)
+            self.generator.weight = self.tgt_embed.embedding.weight
         # Glorot/Xavier initialisation of every matrix, as in nn.Transformer and the
         # annotated Transformer: the default nn.Embedding N(0, 1) times sqrt(d_model)
         # would swamp the positional encoding.

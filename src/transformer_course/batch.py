@@ -43,7 +43,7 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
-from . import __version__, sandbox
+from . import __version__, mathjax, sandbox
 from .build import convert_sources
 from .grade import (
     ExerciseResult,
@@ -58,6 +58,7 @@ from .grade import (
 from .layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
 from .nbgrader_setup import generated_course
 
+MATHJAX_FOLDER = ".mathjax"  # under OUT/feedback: no student id starts with "." (discover() skips those)
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
 
 
@@ -326,6 +327,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint)
         (tasks if path else missing).append(task)
     book = ClassBook(out / "nbgrader", repo)
+    mathjax.install(out / "feedback" / MATHJAX_FOLDER)  # formulas render offline (else: the CDN)
     errors_log = out / ERRORS_LOG
     errors_log.unlink(missing_ok=True)  # this run's failures only
     for task in missing:
@@ -373,8 +375,10 @@ def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> 
     """Feedback, gradebook and autograded notebook first, the record last: a record on disk
     means everything of that pair was written."""
     result = payload["result"]
-    atomic_write(out / "feedback" / result["student_id"] / assignment.name / f"{assignment.notebook}.html",
-                 payload["feedback"])
+    page = payload["feedback"]
+    if (out / "feedback" / MATHJAX_FOLDER / mathjax.SCRIPT).is_file():  # feedback/<student>/<assignment>/page
+        page = mathjax.use_local(page, f"../../{MATHJAX_FOLDER}/{mathjax.SCRIPT}")
+    atomic_write(out / "feedback" / result["student_id"] / assignment.name / f"{assignment.notebook}.html", page)
     book.record(assignment, payload)
     record = {k: v for k, v in payload.items() if k not in ("feedback", "autograded", "submitted")}
     atomic_write(out / "results" / result["student_id"] / f"{assignment.name}.json", json.dumps(record, indent=1))

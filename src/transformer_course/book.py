@@ -15,7 +15,10 @@ from pathlib import Path
 
 import nbformat
 
-from .layout import Repo
+from . import mathjax
+from .layout import GITHUB_REPO, Repo
+
+GITHUB_BLOB = f"https://github.com/{GITHUB_REPO}/blob/main"
 
 INTRO = """# Build a Transformer
 
@@ -48,8 +51,12 @@ def write_sources(repo: Repo, src: Path) -> list[str]:
     chapters = []
     for assignment in repo.assignments():
         notebook = repo.solutions / f"{assignment.notebook}.ipynb"
-        shutil.copyfile(notebook, src / notebook.name)
+        # The banner's link to the student notebook is relative to the repository; the book
+        # lives elsewhere, so it points at the repository on GitHub.
+        text = notebook.read_text().replace("](../course/", f"]({GITHUB_BLOB}/course/")
+        (src / notebook.name).write_text(text)
         chapters.append(notebook.stem)
+    local_mathjax = mathjax.install(src / "_static" / "mathjax")  # formulas render offline
     (src / "intro.md").write_text(INTRO)
     (src / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nchapters:\n" + "".join(f"  - file: {c}\n" for c in chapters))
@@ -59,6 +66,7 @@ def write_sources(repo: Repo, src: Path) -> list[str]:
         "only_build_toc_files: true\n"
         "execute:\n  execute_notebooks: 'off'\n"
         "sphinx:\n  config:\n    html_show_copyright: false\n    suppress_warnings: ['mystnb.unknown_mime_type']\n"
+        + (f"    html_static_path: ['_static']\n    mathjax_path: mathjax/{mathjax.SCRIPT}\n" if local_mathjax else "")
     )
     return chapters
 

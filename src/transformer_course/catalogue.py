@@ -508,3 +508,111 @@ CHECKS.update({name: ("nb06", [f"check_{name}"]) for name in
                ["PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder", "Transformer"]})
 CHECKS.update({name: ("nb07", [f"check_{name}"]) for name in
                ["shift_right", "make_teacher_forcing_batch", "noam_lr", "LabelSmoothingLoss", "train_epoch", "greedy_decode"]})
+
+# ------------------------------------------------------- notebook 07: beam search and BPE
+BEAM_OK = ("@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty=0.6):\n"
+           "    def score(h):\n        return h[1] / ((5 + len(h[0]) - 1) / 6) ** length_penalty\n"
+           "    rows = []\n    for row in src:\n        row = row[None]\n"
+           "        mask = make_padding_mask(row, model.pad_id)\n        memory = model.encode(row, mask)\n"
+           "        beams = [([bos_id], 0.0)]\n"
+           "        while len(beams[0][0]) < max_len and not all(t[-1] == eos_id for t, _ in beams):\n"
+           "            cands = []\n            for tokens, lp in beams:\n"
+           "                if tokens[-1] == eos_id:\n                    cands.append((tokens, lp))\n                    continue\n"
+           "                ys = torch.tensor([tokens])\n"
+           "                h = model.decode(ys, memory, mask, make_decoder_mask(ys, model.pad_id))\n"
+           "                step = F.log_softmax(model.generator(h[0, -1]), -1)\n"
+           "                cands += [(tokens + [v], lp + s) for v, s in enumerate(step.tolist())]\n"
+           "            beams = sorted(cands, key=score, reverse=True)[:beam_size]\n"
+           "        rows.append(max(beams, key=score)[0])\n"
+           "    width = max(len(r) for r in rows)\n"
+           "    return torch.tensor([r + [model.pad_id] * (width - len(r)) for r in rows])\n")
+# Batched over rows and hypotheses, with -inf for the empty slots of the first step.
+BEAM_BATCHED = ("@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty=0.6):\n"
+                "    B, K, pad = src.size(0), beam_size, model.pad_id\n"
+                "    mask = make_padding_mask(src, pad).repeat_interleave(K, 0)\n"
+                "    memory = model.encode(src, make_padding_mask(src, pad)).repeat_interleave(K, 0)\n"
+                "    ys = torch.full((B * K, 1), bos_id)\n    score_lp = torch.full((B, K), float('-inf'))\n    score_lp[:, 0] = 0\n"
+                "    done = torch.zeros(B, K, dtype=torch.bool)\n    n = torch.zeros(B, K)\n"
+                "    lp = lambda length: ((5 + length) / 6) ** length_penalty\n"
+                "    for t in range(1, max_len):\n        if done.all():\n            break\n"
+                "        logp = model.generator(model.decode(ys, memory, mask, make_decoder_mask(ys, pad))[:, -1]).log_softmax(-1)\n"
+                "        V = logp.size(-1)\n        cand = score_lp[..., None] + logp.view(B, K, V)\n"
+                "        cand = torch.where(done[..., None], torch.full_like(cand, float('-inf')), cand)\n"
+                "        cand[..., pad] = torch.where(done, score_lp, cand[..., pad])\n"
+                "        length = torch.where(done[..., None], n[..., None], torch.full_like(cand, t))\n"
+                "        idx = (cand / lp(length)).view(B, -1).topk(K).indices\n"
+                "        beam, tok = idx // V, idx % V\n        r = torch.arange(B)[:, None]\n"
+                "        score_lp, n = cand.view(B, -1).gather(1, idx), length.view(B, -1).gather(1, idx)\n"
+                "        done = done[r, beam] | (tok == eos_id)\n"
+                "        ys = torch.cat([ys.view(B, K, -1)[r, beam], tok[..., None]], -1).view(B * K, -1)\n"
+                "    best = (score_lp / lp(n)).argmax(-1)\n    out = ys.view(B, K, -1)[torch.arange(B), best]\n"
+                "    return out[:, :1 + int(n[torch.arange(B), best].max())]\n")
+# Sennrich et al.'s published code style: symbols joined by spaces, merged with a regex that
+# only matches whole symbols.
+BPE_REGEX = ("import re, collections\n\ndef learn_bpe(word_counts, num_merges):\n"
+             "    vocab = {' '.join(list(w) + ['</w>']): c for w, c in word_counts.items()}\n    merges = []\n"
+             "    for _ in range(num_merges):\n        pairs = collections.defaultdict(int)\n"
+             "        for word, c in vocab.items():\n            s = word.split()\n"
+             "            for i in range(len(s) - 1):\n                pairs[s[i], s[i + 1]] += c\n"
+             "        if not pairs:\n            break\n        best = max(pairs, key=pairs.get)\n        merges.append(best)\n"
+             "        p = re.compile(r'(?<!\\S)' + re.escape(' '.join(best)) + r'(?!\\S)')\n"
+             "        vocab = {p.sub(''.join(best), w): c for w, c in vocab.items()}\n    return merges\n")
+BPE_COUNTER = ("from collections import Counter\n\ndef _merge(symbols, pair):\n    out = []\n    i = 0\n"
+               "    while i < len(symbols):\n        if tuple(symbols[i:i + 2]) == pair:\n"
+               "            out.append(pair[0] + pair[1])\n            i += 2\n        else:\n"
+               "            out.append(symbols[i])\n            i += 1\n    return out\n\n"
+               "def learn_bpe(word_counts, num_merges):\n"
+               "    words = [(list(w) + ['</w>'], c) for w, c in word_counts.items()]\n    merges = []\n"
+               "    while len(merges) < num_merges:\n        pairs = Counter()\n        for s, c in words:\n"
+               "            for p in zip(s, s[1:]):\n                pairs[p] += c\n        if not pairs:\n            break\n"
+               "        best = pairs.most_common(1)[0][0]\n        merges.append(best)\n"
+               "        words = [(_merge(s, best), c) for s, c in words]\n    return merges\n")
+APPLY_OK = ("def apply_bpe(word, merges):\n    symbols = list(word) + ['</w>']\n    for a, b in merges:\n"
+            "        out, i = [], 0\n        while i < len(symbols):\n"
+            "            if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:\n"
+            "                out.append(a + b)\n                i += 2\n            else:\n"
+            "                out.append(symbols[i])\n                i += 1\n        symbols = out\n    return symbols\n")
+
+CORRECT.update({
+    "beam_search": {"rows_lists": BEAM_OK, "batched": BEAM_BATCHED,
+                    "topk_per_hypothesis": BEAM_OK.replace(
+                        "                cands += [(tokens + [v], lp + s) for v, s in enumerate(step.tolist())]\n",
+                        "                top = step.topk(beam_size)\n"
+                        "                cands += [(tokens + [v], lp + s) for s, v in zip(top.values.tolist(), top.indices.tolist())]\n")},
+    "learn_bpe": {"regex": BPE_REGEX, "counter": BPE_COUNTER},
+    "apply_bpe": {"loop": APPLY_OK,
+                  "regex": ("import re\n\ndef apply_bpe(word, merges):\n    s = ' '.join(list(word) + ['</w>'])\n"
+                            "    for pair in merges:\n"
+                            "        s = re.sub(r'(?<!\\S)' + re.escape(' '.join(pair)) + r'(?!\\S)', ''.join(pair), s)\n"
+                            "    return s.split(' ')\n")},
+})
+
+MISTAKES.update({
+    "beam_search": {
+        "no_length_penalty": (BEAM_OK.replace("/ ((5 + len(h[0]) - 1) / 6) ** length_penalty", ""), "length penalty is missing"),
+        "power_penalty": (BEAM_OK.replace("((5 + len(h[0]) - 1) / 6) ** length_penalty", "max(len(h[0]) - 1, 1) ** length_penalty"), "|Y| ** alpha"),
+        "extends_finished": (BEAM_OK.replace("                if tokens[-1] == eos_id:\n                    cands.append((tokens, lp))\n                    continue\n", ""),
+                             "carried over unchanged"),
+        "copies_of_bos": (BEAM_OK.replace("beams = [([bos_id], 0.0)]", "beams = [([bos_id], 0.0)] * beam_size"), "copies of <bos>"),
+        "probabilities": (BEAM_OK.replace("beams = [([bos_id], 0.0)]", "beams = [([bos_id], 1.0)]").replace(
+            "step = F.log_softmax(model.generator(h[0, -1]), -1)", "step = F.softmax(model.generator(h[0, -1]), -1)").replace(
+            "lp + s) for v, s", "lp * s) for v, s"), "multiply probabilities"),
+    },
+    "learn_bpe": {
+        "no_end_marker": (BPE_COUNTER.replace("list(w) + ['</w>']", "list(w)"), "'</w>'"),
+        "unweighted": (BPE_COUNTER.replace("pairs[p] += c", "pairs[p] += 1"), "weight each word's pairs by its count"),
+        # The classic bug of merging on joined strings without symbol boundaries.
+        "string_replace": (BPE_REGEX.replace("p.sub(''.join(best), w)", "w.replace(' '.join(best), ''.join(best))"),
+                           "string replace"),
+        "off_by_one": (BPE_COUNTER.replace("while len(merges) < num_merges:", "while len(merges) <= num_merges:"), "num_merges"),
+    },
+    "apply_bpe": {
+        "no_end_marker": (APPLY_OK.replace("list(word) + ['</w>']", "list(word)"), "'</w>'"),
+        "returns_string": (APPLY_OK.replace("    return symbols\n", "    return ' '.join(symbols)\n"), "returned a string"),
+        "first_only": ("def apply_bpe(word, merges):\n    symbols = list(word) + ['</w>']\n    for a, b in merges:\n"
+                       "        for i in range(len(symbols) - 1):\n            if symbols[i] == a and symbols[i + 1] == b:\n"
+                       "                symbols[i:i + 2] = [a + b]\n                break\n    return symbols\n", "first occurrence"),
+    },
+})
+
+CHECKS.update({name: ("nb07", [f"check_{name}"]) for name in ["beam_search", "learn_bpe", "apply_bpe"]})

@@ -70,6 +70,21 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if result.status == GRADER_ERROR else 0
 
 
+def _gradescope(args: argparse.Namespace) -> int:
+    from .gradescope import build_bundle
+
+    zipped = build_bundle(args.assignment, _user_path(args.out), Repo(), args.timeout, args.visibility)
+    print(f"Gradescope autograder: {zipped} (upload it with the Ubuntu 24.04 base image)")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import build_report
+
+    print(f"report: {build_report(Path(args.out))}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -107,6 +122,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="print the result as JSON (score, max_score, per-exercise score, max_score, feedback)")
     p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
     p.set_defaults(func=_check)
+
+    p = sub.add_parser("gradescope", help="a Gradescope autograder zip for one assignment")
+    p.add_argument("assignment", help="e.g. 01_self_attention")
+    p.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
+    p.add_argument("--timeout", type=int, default=60, help="seconds a cell may run (default 60)")
+    p.add_argument("--visibility", default="visible",
+                   choices=["hidden", "after_due_date", "after_published", "visible"],
+                   help="when students see each exercise's result and feedback (default visible)")
+    p.set_defaults(func=_gradescope)
+
+    p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
+    p.add_argument("out", help="the --out folder of `transformer-course grade`")
+    p.set_defaults(func=_report)
 
     args = parser.parse_args(argv)
     try:

@@ -237,3 +237,120 @@ MISTAKES: dict[str, dict[str, tuple[str, str, str]]] = {
             "https://github.com/huggingface/transformers/issues/7546 (not normalised by the tokens)", "sum"),
     },
 }
+
+# ------------------------------------------------ notebook 07: byte-pair encoding, beam search
+SENNRICH = "https://arxiv.org/abs/1508.07909 (Sennrich et al. 2016, Algorithm 1: get_stats, merge_vocab)"
+SUBWORD_NMT = "https://github.com/rsennrich/subword-nmt (subword_nmt/apply_bpe.py, encode)"
+MINBPE = "https://github.com/karpathy/minbpe (minbpe/base.py, get_stats and merge)"
+_BEAM = "@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty=0.6):\n"
+# Batched over hypotheses; only hypothesis 0 is expanded at the first step (ParlAI's fix).
+_PARLAI = (
+    _BEAM + "    lp = lambda n: ((5.0 + n) / 6.0) ** length_penalty\n    out = []\n"
+    "    for row in src:\n        row = row[None]\n        mask = make_padding_mask(row, model.pad_id)\n"
+    "        memory = model.encode(row, mask)\n        K = beam_size\n"
+    "        ys = torch.full((K, 1), bos_id)\n        scores = torch.zeros(K)\n"
+    "        done = torch.zeros(K, dtype=torch.bool)\n        lengths = torch.zeros(K)\n"
+    "        for t in range(1, max_len):\n            if done.all():\n                break\n"
+    "            h = model.decode(ys, memory.expand(K, -1, -1), mask, make_decoder_mask(ys, model.pad_id))\n"
+    "            logprobs = F.log_softmax(model.generator(h[:, -1]), -1)\n            V = logprobs.size(-1)\n"
+    "            cand = scores[:, None] + logprobs\n"
+    "            cand = torch.where(done[:, None], torch.full_like(cand, float('-inf')), cand)\n"
+    "            cand[:, model.pad_id] = torch.where(done, scores, cand[:, model.pad_id])\n"
+    "            n = torch.where(done[:, None], lengths[:, None], torch.full_like(cand, float(t)))\n"
+    "            ranked = cand / lp(n)\n"
+    "            if t == 1:\n                ranked = ranked[:1]  # in the first step, pick from one hypothesis only\n"
+    "            idx = ranked.reshape(-1).topk(K).indices\n            beam, tok = idx // V, idx % V\n"
+    "            scores, lengths = cand[beam, tok], n[beam, tok]\n"
+    "            done = done[beam] | (tok == eos_id)\n            ys = torch.cat([ys[beam], tok[:, None]], 1)\n"
+    "        best = int((scores / lp(lengths)).argmax())\n"
+    "        out.append(ys[best, :1 + int(lengths[best])].tolist())\n"
+    "    width = max(len(r) for r in out)\n"
+    "    return torch.tensor([r + [model.pad_id] * (width - len(r)) for r in out])\n")
+
+CORRECT.update({
+    "learn_bpe": {
+        "sennrich_regex_vocab": (
+            "import collections\nimport re\n\ndef learn_bpe(word_counts, num_merges):\n"
+            "    vocab = {' '.join(word) + ' </w>': freq for word, freq in word_counts.items()}\n    merges = []\n"
+            "    for i in range(num_merges):\n        pairs = collections.defaultdict(int)\n"
+            "        for word, freq in vocab.items():\n            symbols = word.split()\n"
+            "            for j in range(len(symbols) - 1):\n                pairs[symbols[j], symbols[j + 1]] += freq\n"
+            "        if not pairs:\n            break\n        best = max(pairs, key=pairs.get)\n"
+            "        bigram = re.escape(' '.join(best))\n        p = re.compile(r'(?<!\\S)' + bigram + r'(?!\\S)')\n"
+            "        vocab = {p.sub(''.join(best), word): freq for word, freq in vocab.items()}\n"
+            "        merges.append(best)\n    return merges", SENNRICH),
+        "minbpe_lists": (
+            "def _stats(ids, counts, weight):\n    for pair in zip(ids, ids[1:]):\n"
+            "        counts[pair] = counts.get(pair, 0) + weight\n    return counts\n\n"
+            "def _merge(ids, pair, new):\n    out, i = [], 0\n    while i < len(ids):\n"
+            "        if ids[i] == pair[0] and i < len(ids) - 1 and ids[i + 1] == pair[1]:\n"
+            "            out.append(new)\n            i += 2\n        else:\n            out.append(ids[i])\n            i += 1\n"
+            "    return out\n\ndef learn_bpe(word_counts, num_merges):\n"
+            "    words = {w: list(w) + ['</w>'] for w in word_counts}\n    merges = []\n"
+            "    for _ in range(num_merges):\n        counts = {}\n"
+            "        for w, ids in words.items():\n            _stats(ids, counts, word_counts[w])\n"
+            "        if not counts:\n            break\n        pair = max(counts, key=counts.get)\n"
+            "        merges.append(pair)\n        words = {w: _merge(ids, pair, pair[0] + pair[1]) for w, ids in words.items()}\n"
+            "    return merges", MINBPE),
+        # A reviewer flagged `new_vocab[tuple(new_tokens)] = freq` as losing counts when two words
+        # collapse into one; distinct words never do (a merge keeps the joined text), so it is right.
+        "overwrite_flagged_in_review": (
+            "def learn_bpe(word_counts, num_merges):\n"
+            "    vocab = {tuple(w) + ('</w>',): f for w, f in word_counts.items()}\n    merges = []\n"
+            "    for _ in range(num_merges):\n        pairs = {}\n        for tokens, freq in vocab.items():\n"
+            "            for i in range(len(tokens) - 1):\n"
+            "                pairs[tokens[i], tokens[i + 1]] = pairs.get((tokens[i], tokens[i + 1]), 0) + freq\n"
+            "        if not pairs:\n            break\n        best = max(pairs, key=pairs.get)\n        merges.append(best)\n"
+            "        new_vocab = {}\n        for tokens, freq in vocab.items():\n            new_tokens, i = [], 0\n"
+            "            while i < len(tokens):\n"
+            "                if i + 1 < len(tokens) and (tokens[i], tokens[i + 1]) == best:\n"
+            "                    new_tokens.append(tokens[i] + tokens[i + 1])\n                    i += 2\n"
+            "                else:\n                    new_tokens.append(tokens[i])\n                    i += 1\n"
+            "            new_vocab[tuple(new_tokens)] = freq\n        vocab = new_vocab\n    return merges",
+            "https://github.com/rohitg00/ai-engineering-from-scratch/pull/47 (review comment on main.py)"),
+    },
+    "apply_bpe": {
+        "subword_nmt_lowest_rank_first": (
+            "def apply_bpe(word, merges):\n    ranks = {pair: i for i, pair in enumerate(merges)}\n"
+            "    word = list(word) + ['</w>']\n    while len(word) > 1:\n"
+            "        pairs = set(zip(word, word[1:]))\n"
+            "        bigram = min(pairs, key=lambda p: ranks.get(p, float('inf')))\n"
+            "        if bigram not in ranks:\n            break\n        first, second = bigram\n"
+            "        new_word, i = [], 0\n        while i < len(word):\n"
+            "            try:\n                j = word.index(first, i)\n            except ValueError:\n"
+            "                new_word.extend(word[i:])\n                break\n"
+            "            new_word.extend(word[i:j])\n            i = j\n"
+            "            if word[i] == first and i < len(word) - 1 and word[i + 1] == second:\n"
+            "                new_word.append(first + second)\n                i += 2\n"
+            "            else:\n                new_word.append(word[i])\n                i += 1\n"
+            "        word = new_word\n    return word", SUBWORD_NMT),
+    },
+    "beam_search": {
+        "parlai_first_step_one_hypothesis": (
+            _PARLAI, "https://github.com/facebookresearch/ParlAI/pull/2047 (beam search expands one hypothesis first)"),
+    },
+})
+
+MISTAKES.update({
+    "beam_search": {
+        "parlai_all_beams_expanded": (
+            _PARLAI.replace("            if t == 1:\n                ranked = ranked[:1]  # in the first step, pick from one hypothesis only\n", ""),
+            "https://github.com/facebookresearch/ParlAI/issues/2007 (every beam starts from <bos>: same sentence K times)",
+            "copies of <bos>"),
+        "jadore_stop_when_top_finished": (
+            _PARLAI.replace("            if done.all():\n                break\n",
+                            "            if t > 1 and bool(done[int((scores / lp(lengths)).argmax())]):\n                break\n"),
+            "https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/21 (done when top-of-beam is EOS)",
+            "best hypothesis"),
+    },
+    "apply_bpe": {
+        "hf_course_merges_by_position": (
+            "def apply_bpe(word, merges):\n    symbols = list(word) + ['</w>']\n    known = set(merges)\n"
+            "    changed = True\n    while changed:\n        changed = False\n"
+            "        for i in range(len(symbols) - 1):\n            if (symbols[i], symbols[i + 1]) in known:\n"
+            "                symbols[i:i + 2] = [symbols[i] + symbols[i + 1]]\n                changed = True\n"
+            "                break\n    return symbols",
+            "https://github.com/huggingface/course/issues/608 ('thug': merges applied by position, not in the order learned)",
+            "in the order learned"),
+    },
+})

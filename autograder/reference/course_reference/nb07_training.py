@@ -159,3 +159,143 @@ def greedy_decode(model, src: torch.Tensor, max_len: int, bos_id: int, eos_id: i
         if finished.all():
             break
     return out
+
+
+END_OF_WORD = "</w>"
+
+
+def _merge_pair(symbols: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
+    """Every non-overlapping occurrence of ``pair`` in ``symbols`` merged, scanning left to right."""
+    out, i = [], 0
+    while i < len(symbols):
+        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
+            out.append(symbols[i] + symbols[i + 1])
+            i += 2
+        else:
+            out.append(symbols[i])
+            i += 1
+    return tuple(out)
+
+
+def learn_bpe(word_counts: dict[str, int], num_merges: int) -> list[tuple[str, str]]:
+    """Learn byte-pair-encoding merges (Sennrich et al., 2016, Algorithm 1).
+
+    Each word starts as its characters followed by ``"</w>"``. Each step counts the adjacent
+    symbol pairs over all words, weighted by the words' counts, and merges every occurrence of
+    the most frequent pair (ties: the pair counted first). Stops after ``num_merges`` merges or
+    when every word is a single symbol.
+
+    Args:
+        word_counts: word -> how often it occurs (words without spaces, counts >= 1).
+        num_merges: the most merges to learn (>= 0).
+
+    Returns:
+        The merges in the order learned, e.g. ``[("e", "s"), ("es", "t"), ("est", "</w>")]``.
+
+    Raises:
+        ValueError: if ``num_merges < 0``.
+    """
+    if num_merges < 0:
+        raise ValueError(f"num_merges must be >= 0, got {num_merges}")
+    vocab = {tuple(word) + (END_OF_WORD,): count for word, count in word_counts.items()}
+    merges: list[tuple[str, str]] = []
+    while len(merges) < num_merges:
+        pairs: dict[tuple[str, str], int] = {}
+        for symbols, count in vocab.items():
+            for pair in zip(symbols, symbols[1:], strict=False):
+                pairs[pair] = pairs.get(pair, 0) + count
+        if not pairs:
+            break
+        best = max(pairs, key=pairs.__getitem__)  # the first counted among equals
+        merges.append(best)
+        vocab = {_merge_pair(symbols, best): count for symbols, count in vocab.items()}
+    return merges
+
+
+def apply_bpe(word: str, merges: list[tuple[str, str]]) -> list[str]:
+    """Split ``word`` into subwords with learned merges, applied in the order learned.
+
+    Args:
+        word: one word (no spaces).
+        merges: the output of ``learn_bpe``.
+
+    Returns:
+        The word's symbols: its characters plus ``"</w>"``, after each merge in turn merged
+        every non-overlapping occurrence from left to right; ``"".join(result)`` is
+        ``word + "</w>"``.
+    """
+    symbols = tuple(word) + (END_OF_WORD,)
+    for pair in merges:
+        symbols = _merge_pair(symbols, pair)
+    return list(symbols)
+
+
+def length_penalty_gnmt(length: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``((5 + |Y|) / 6) ** alpha`` (Wu et al., 2016, equation 14)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int, beam_size: int = 4,
+                length_penalty: float = 0.6) -> torch.Tensor:
+    """Translate with beam search, scoring hypotheses as GNMT does (paper section 6.1).
+
+    A hypothesis ``Y`` scores ``log P(Y | src) / lp(Y)``, ``lp(Y) = ((5 + |Y|) / 6) ** length_penalty``,
+    ``|Y|`` counting generated tokens (``eos_id`` included, ``bos_id`` not). Each step extends
+    every unfinished hypothesis by every token, carries finished ones (ending in ``eos_id``)
+    over unchanged, and keeps the ``beam_size`` best. A row is done when all its kept
+    hypotheses are finished, or when they hold ``max_len`` tokens; it returns its best.
+
+    Args:
+        model: a ``Transformer`` in eval mode (``encode``, ``decode``, ``generator``, ``pad_id``).
+        src: ``(B, S)`` int64 source tokens, padded with ``model.pad_id``.
+        max_len: the most tokens per output row, ``<bos>`` included (>= 1).
+        bos_id, eos_id: begin- and end-of-sentence ids.
+        beam_size: hypotheses kept per row (>= 1); 1 is greedy decoding.
+        length_penalty: ``alpha`` (0: no length normalisation; the paper uses 0.6).
+
+    Returns:
+        ``(B, L)`` int64, ``L <= max_len``: column 0 is ``bos_id``, each row its best hypothesis,
+        ``model.pad_id`` after its ``eos_id``; ``L`` is the longest best hypothesis.
+
+    Raises:
+        ValueError: if ``beam_size < 1`` or ``max_len < 1``.
+    """
+    if beam_size < 1 or max_len < 1:
+        raise ValueError(f"beam_size and max_len must be >= 1, got {beam_size} and {max_len}")
+    b, k, pad = src.size(0), beam_size, model.pad_id
+    src_mask = make_padding_mask(src, pad)  # (B, 1, 1, S)
+    memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)  # (B*K, S, D), encoded once
+    src_mask = src_mask.repeat_interleave(k, dim=0)
+    tokens = torch.full((b * k, 1), bos_id, dtype=torch.long, device=src.device)  # (B*K, t)
+    log_p = torch.full((b, k), float("-inf"), device=src.device)
+    log_p[:, 0] = 0.0  # one live hypothesis per row at first, so the beam holds no copies
+    finished = torch.zeros(b, k, dtype=torch.bool, device=src.device)
+    lengths = torch.zeros(b, k, device=src.device)  # generated tokens, eos included
+    for step in range(1, max_len):
+        if finished.all():
+            break
+        states = model.decode(tokens, memory, src_mask, make_decoder_mask(tokens, pad))[:, -1]  # (B*K, D)
+        step_log_p = F.log_softmax(model.generator(states).float(), dim=-1)  # (B*K, V)
+        vocab = step_log_p.size(-1)
+        cand = log_p[..., None] + step_log_p.view(b, k, vocab)  # (B, K, V)
+        cand_len = torch.full_like(cand, float(step))
+        # A finished hypothesis has one continuation: itself, unchanged (written with a pad token).
+        carried = torch.full_like(cand, float("-inf"))
+        carried[..., pad] = log_p
+        cand = torch.where(finished[..., None], carried, cand)
+        cand_len = torch.where(finished[..., None], lengths[..., None], cand_len)
+        score = cand / length_penalty_gnmt(cand_len, length_penalty)
+        best = score.view(b, k * vocab).topk(k, dim=-1).indices  # (B, K)
+        beam, token = best // vocab, best % vocab
+        rows = torch.arange(b, device=src.device)[:, None]
+        was_finished = finished[rows, beam]
+        log_p = cand.view(b, k * vocab).gather(1, best)
+        lengths = cand_len.view(b, k * vocab).gather(1, best)
+        finished = was_finished | (token == eos_id)
+        tokens = torch.cat([tokens.view(b, k, -1)[rows, beam], token[..., None]], dim=-1).view(b * k, -1)
+    score = log_p / length_penalty_gnmt(lengths, length_penalty)
+    choice = score.argmax(dim=-1)  # (B,)
+    rows = torch.arange(b, device=src.device)
+    out = tokens.view(b, k, -1)[rows, choice]  # (B, t)
+    return out[:, : 1 + int(lengths[rows, choice].max())]

@@ -6,27 +6,6 @@
 #     name: python3
 # ---
 
-# %%
-# Setup. In Google Colab this installs what Colab lacks and fetches the files this
-# assignment provides; anywhere else it does nothing.
-import sys
-
-if "google.colab" in sys.modules:
-    import importlib.util
-    import subprocess
-    import urllib.request
-
-    ASSIGNMENT_URL = (
-        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
-        "01_self_attention"
-    )
-    PROVIDED = []  # modules shipped beside this notebook (none for notebook 01)
-    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
-    for name in PROVIDED:
-        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
-
 # %% [markdown]
 # # 01 · Self-attention
 #
@@ -57,6 +36,28 @@ if "google.colab" in sys.modules:
 # Shapes follow PyTorch's batch-first convention: `B` batch, `L` sequence length, `D`
 # model size (`d_model`), `d_k` query/key size, `d_v` value size.
 
+# %% jupyter={"source_hidden": true}
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "01_self_attention"
+    )
+    PROVIDED = []  # modules shipped beside this notebook (none for notebook 01)
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
+
 # %%
 import math
 
@@ -81,6 +82,9 @@ sns.set_theme(style="white", palette="colorblind")
 # from every entry ($e^{x_i - m}/\sum_j e^{x_j - m} = e^{x_i}/\sum_j e^{x_j}$), so
 # subtracting the maximum $m = \max_j x_j$ makes every exponent $\le 0$ and nothing
 # overflows.
+#
+# *Predict, then run:* what does the literal formula return for the scores
+# `[1000, 999, 998]`, and what does the shifted one return?
 
 # %%
 scores = torch.tensor([1000.0, 999.0, 998.0])
@@ -91,9 +95,6 @@ print("shifted  :", (scores - scores.max()).exp() / (scores - scores.max()).exp(
 # **Exercise 1.** Write `softmax(x, dim=-1)` by hand (from `exp`, `sum` and `max`; not
 # `torch.softmax`). It must work along any `dim` of a tensor of any shape, keep the
 # dtype of `x`, and stay finite for inputs near ±1000.
-#
-# *Hint:* `x.amax(dim=dim, keepdim=True)` keeps the reduced axis, so the result
-# broadcasts back against `x`.
 
 # %% [markdown]
 # **Stuck on `softmax`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1, the softmax in Eq. (1).

@@ -6,7 +6,24 @@
 #     name: python3
 # ---
 
-# %%
+# %% [markdown]
+# # 02 · Scaled dot-product attention
+#
+# Notebook 01 built $\mathrm{softmax}(QK^\top)V$. The Transformer uses one small change
+# and one addition (Vaswani et al., 2017, section 3.2.1, equation 1):
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
+#
+# plus a **mask** that says which keys each query may look at (padding, or the future
+# in a decoder). This notebook shows *why* the $1/\sqrt{d_k}$ is there, then you write
+# the function every later notebook uses.
+#
+# **Exercise:** `scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0)`
+# returning `(output, weights)`.
+#
+# Here you may use `torch.softmax`; notebook 01 was where you wrote it by hand.
+
+# %% jupyter={"source_hidden": true}
 # Setup. In Google Colab this installs what Colab lacks and fetches the files this
 # assignment provides; anywhere else it does nothing.
 import sys
@@ -27,22 +44,6 @@ if "google.colab" in sys.modules:
     for name in PROVIDED:
         urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
 
-# %% [markdown]
-# # 02 · Scaled dot-product attention
-#
-# Notebook 01 built $\mathrm{softmax}(QK^\top)V$. The Transformer uses one small change
-# and one addition (Vaswani et al., 2017, section 3.2.1, equation 1):
-#
-# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V,$$
-#
-# plus a **mask** that says which keys each query may look at (padding, or the future
-# in a decoder). This notebook shows *why* the $1/\sqrt{d_k}$ is there, then you write
-# the function every later notebook uses.
-#
-# **Exercise:** `scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0)`
-# returning `(output, weights)`.
-#
-# Here you may use `torch.softmax`; notebook 01 was where you wrote it by hand.
 
 # %%
 import math
@@ -69,6 +70,9 @@ sns.set_theme(style="whitegrid", palette="colorblind")
 #
 # The plot measures both effects on random vectors: the variance of the scores, and the
 # largest softmax weight over 16 keys (1/16 would be uniform; 1 is one-hot).
+#
+# *Predict, then run:* at $d_k = 1024$, without the scale, how large is the typical
+# largest weight over 16 keys: near 1/16, near 1/2, or near 1?
 
 # %%
 dims = [4, 16, 64, 256, 1024]

@@ -6,27 +6,6 @@
 #     name: python3
 # ---
 
-# %%
-# Setup. In Google Colab this installs what Colab lacks and fetches the files this
-# assignment provides; anywhere else it does nothing.
-import sys
-
-if "google.colab" in sys.modules:
-    import importlib.util
-    import subprocess
-    import urllib.request
-
-    ASSIGNMENT_URL = (
-        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
-        "04_masking"
-    )
-    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-03
-    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
-    for name in PROVIDED:
-        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
-
 # %% [markdown]
 # # 04 · Masking: padding and causal
 #
@@ -48,6 +27,28 @@ if "google.colab" in sys.modules:
 # head / every query".
 #
 # **Exercises:** `make_padding_mask`, `make_causal_mask`, `make_decoder_mask`.
+
+# %% jupyter={"source_hidden": true}
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "04_masking"
+    )
+    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-03
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
 
 # %%
 import matplotlib.pyplot as plt
@@ -337,7 +338,8 @@ _checks.check_make_decoder_mask(globals())
 # ## 4. The three masks, side by side
 #
 # For the second sentence of the batch (3 tokens, 2 pads): what each query may see.
-# Dark = may attend.
+# Dark = may attend. *Predict, then run:* in the decoder mask, which query sees exactly
+# one key, and is any row blocked entirely?
 
 # %%
 tokens = ["ich", "bin", "hier", "<pad>", "<pad>"]

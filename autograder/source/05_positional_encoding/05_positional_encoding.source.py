@@ -6,27 +6,6 @@
 #     name: python3
 # ---
 
-# %%
-# Setup. In Google Colab this installs what Colab lacks and fetches the files this
-# assignment provides; anywhere else it does nothing.
-import sys
-
-if "google.colab" in sys.modules:
-    import importlib.util
-    import subprocess
-    import urllib.request
-
-    ASSIGNMENT_URL = (
-        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
-        "05_positional_encoding"
-    )
-    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-04
-    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
-    for name in PROVIDED:
-        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
-
 # %% [markdown]
 # # 05 · Positional encoding
 #
@@ -47,6 +26,28 @@ if "google.colab" in sys.modules:
 # fixed rotation of $PE_p$ within each pair, so relative positions are easy to read off.
 #
 # **Exercises:** `sinusoidal_positional_encoding`, `PositionalEncoding`, `TokenEmbedding`.
+
+# %% jupyter={"source_hidden": true}
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "05_positional_encoding"
+    )
+    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-04
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
 
 # %%
 import math
@@ -174,6 +175,48 @@ plt.show()
 similarity = (table @ table.T)[0]
 print("Notice: similarity is highest on the diagonal and constant along it: it encodes distance. "
       f"From position 0: {', '.join(f'{v:.1f}' for v in similarity[:8].tolist())}, ... (not monotone).")
+
+# %% [markdown]
+# **Relative positions.** The paper chose sinusoids because "for any fixed offset $k$,
+# $PE_{p+k}$ can be represented as a linear function of $PE_p$" (section 3.5). Take one
+# frequency $\omega$ and its pair of columns $(\sin \omega p, \cos \omega p)$. The angle-sum
+# formulas give
+#
+# $$\begin{pmatrix} \sin \omega(p+k) \\ \cos \omega(p+k) \end{pmatrix} =
+# \begin{pmatrix} \cos \omega k & \sin \omega k \\ -\sin \omega k & \cos \omega k \end{pmatrix}
+# \begin{pmatrix} \sin \omega p \\ \cos \omega p \end{pmatrix},$$
+#
+# a rotation by the angle $\omega k$ that depends on the offset $k$ but not on $p$. One
+# block per frequency makes a $D \times D$ matrix $M_k$ with $PE_{p+k} = M_k \, PE_p$ for
+# every position. *Predict:* will one $M_k$, built once, move every row of the table by $k$?
+
+# %%
+def offset_matrix(k: int, d_model: int) -> torch.Tensor:
+    """The block-diagonal rotation M_k with PE[p + k] = M_k @ PE[p] (float64)."""
+    omega = 1.0 / 10000 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    c, s = torch.cos(omega * k), torch.sin(omega * k)
+    m = torch.zeros(d_model, d_model, dtype=torch.float64)
+    m[0::2, 0::2] = torch.diag(c)  # sin row <- cos(wk) sin + sin(wk) cos
+    m[0::2, 1::2] = torch.diag(s)
+    m[1::2, 0::2] = torch.diag(-s)  # cos row <- -sin(wk) sin + cos(wk) cos
+    m[1::2, 1::2] = torch.diag(c)
+    return m
+
+
+table64 = sinusoidal_positional_encoding(120, 64).double()
+for k in (1, 5, 20):
+    moved = table64[:-k] @ offset_matrix(k, 64).T  # every row p, rotated
+    print(f"k = {k:2d}: max |M_k PE_p - PE_(p+k)| over all p = {(moved - table64[k:]).abs().max().item():.1e}")
+print("Notice: one matrix per offset, the same for every position (errors at float32 rounding), so a "
+      "layer can learn to attend 'k words back' with a fixed linear map.")
+
+# %% [markdown]
+# Learned position embeddings (an `nn.Embedding(max_len, d_model)` trained like the token
+# table, as in BERT and GPT-2) do as well on translation (the paper's Table 3, row E)
+# and have no such structure. Neither kind helps past the longest position seen in
+# training: a learned table has no row for it, and the sinusoids, though defined for every
+# $p$, produce vectors the model never saw. The module below computes its table once, up
+# to `max_len`: choose it above the longest input you will feed the model.
 
 # %% [markdown]
 # ## 2. A module with a buffer
@@ -305,10 +348,22 @@ print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())}
 # ## 3. Token embeddings
 #
 # Token ids become vectors through an `nn.Embedding(vocab_size, d_model)` lookup table.
-# The paper multiplies the embeddings by $\sqrt{d_{model}}$ (section 3.4). One reading:
-# it shares the embedding matrix with the output layer, whose weights are small, and the
-# scale brings token vectors back to a size where the positional signal (values in
-# $[-1, 1]$) does not drown them. The course keeps the scale, as the paper does.
+# The paper multiplies the embeddings by $\sqrt{d_{model}}$ (section 3.4). Whether that is
+# a good size depends on how the table starts, so the scale and the initialisation go
+# together:
+#
+# - `nn.Embedding` starts from $\mathcal{N}(0, 1)$: entries of size about 1, so the scaled
+#   vectors have entries of size $\sqrt{D}$ (about 22 for $D = 512$), and the positional
+#   encoding (entries in $[-1, 1]$, root mean square $1/\sqrt{2} \approx 0.71$) is
+#   almost invisible next to them.
+# - The paper shares the embedding matrix with the output layer, and implementations
+#   initialise such matrices with small values (Glorot/Xavier: standard deviation
+#   $\sqrt{2 / (V + D)}$, about 0.015 for $V = 8000$, $D = 512$). Then the scale
+#   brings the token vectors up to entries of size about $0.015 \cdot \sqrt{512} \approx 0.35$,
+#   the same order as the positional signal: neither drowns the other.
+#
+# Notebook 06's `Transformer` re-initialises its embeddings with Xavier values for this
+# reason. The cell after the exercise measures both cases.
 #
 # **Exercise 3.** Complete `TokenEmbedding.forward`: `(B, L)` ids -> `(B, L, d_model)`,
 # scaled by $\sqrt{d_{model}}$. Keep the attribute name `embedding`.
@@ -323,7 +378,7 @@ print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())}
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# `nn.Embedding` maps ids to vectors; scale them by $\sqrt{d_{model}}$ so they are not drowned by the positional encoding, whose entries are of order 1.
+# `nn.Embedding` maps ids to vectors; multiply them by $\sqrt{d_{model}}$ (with a small initialisation, as in notebook 06, this brings them to the size of the positional encoding).
 #
 # </details>
 # <details><summary>Hint 3: the key line</summary>
@@ -375,6 +430,25 @@ from course_reference.checks import nb05 as _checks
 
 _checks.check_TokenEmbedding(globals())
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# **Scale and initialisation, measured.** The root mean square of the entries of scaled
+# token vectors, for $D = 512$ and a vocabulary of 8,000, next to the positional encoding's:
+
+# %%
+with torch.no_grad():
+    ids = torch.randint(0, 8000, (4, 50))
+    default = TokenEmbedding(8000, 512)  # nn.Embedding's N(0, 1) start
+    xavier = TokenEmbedding(8000, 512)
+    nn.init.xavier_uniform_(xavier.embedding.weight)  # what notebook 06 does
+    rms = {"N(0, 1) start": default(ids).pow(2).mean().sqrt().item(),
+           "Xavier start": xavier(ids).pow(2).mean().sqrt().item(),
+           "positional encoding": sinusoidal_positional_encoding(50, 512).pow(2).mean().sqrt().item()}
+for label, value in rms.items():
+    print(f"{label:>20}: root mean square {value:6.2f}")
+print(f"Notice: with the default start the token vectors are {rms['N(0, 1) start'] / rms['positional encoding']:.0f}x "
+      f"the positional signal; with Xavier values {rms['Xavier start'] / rms['positional encoding']:.1f}x: "
+      "the sqrt(d_model) scale was chosen for a small initialisation.")
 
 # %% [markdown]
 # ## 4. Why it matters: order

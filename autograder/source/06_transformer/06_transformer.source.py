@@ -6,27 +6,6 @@
 #     name: python3
 # ---
 
-# %%
-# Setup. In Google Colab this installs what Colab lacks and fetches the files this
-# assignment provides; anywhere else it does nothing.
-import sys
-
-if "google.colab" in sys.modules:
-    import importlib.util
-    import subprocess
-    import urllib.request
-
-    ASSIGNMENT_URL = (
-        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
-        "06_transformer"
-    )
-    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-05
-    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
-    for name in PROVIDED:
-        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
-
 # %% [markdown]
 # # 06 · The Transformer, encoder and decoder
 #
@@ -54,6 +33,28 @@ if "google.colab" in sys.modules:
 # relies on (it copies reference weights into them); you write the `forward` passes.
 # `course_blocks.py` (beside this notebook) holds the course's reference code of
 # notebooks 01-05.
+
+# %% jupyter={"source_hidden": true}
+# Setup. In Google Colab this installs what Colab lacks and fetches the files this
+# assignment provides; anywhere else it does nothing.
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib.util
+    import subprocess
+    import urllib.request
+
+    ASSIGNMENT_URL = (
+        "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
+        "06_transformer"
+    )
+    PROVIDED = ["course_blocks.py"]  # reference code of notebooks 01-05
+    missing = [p for p in ("torch", "matplotlib", "seaborn") if importlib.util.find_spec(p) is None]
+    if missing:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    for name in PROVIDED:
+        urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
+
 
 # %%
 import warnings
@@ -280,6 +281,9 @@ _checks.check_layer_norm(globals())
 # them it shrinks by orders of magnitude as the stack deepens; with them it does not vanish
 # (in this toy stack it even grows, since nothing keeps the scale in check: in the
 # Transformer, the LayerNorm after every sub-layer does).
+#
+# *Predict, then run:* which of LayerNorm and BatchNorm changes the outputs at the *real*
+# positions of the second sentence when only its padding changes?
 
 # %%
 torch.manual_seed(0)
@@ -741,10 +745,12 @@ _checks.check_Decoder(globals())
 #   vocabulary-sized **logits** (no softmax: the loss applies it).
 #
 # One `PositionalEncoding` serves both sides (it holds no weights, only the table). The
-# paper ties the embedding and generator weights (section 3.4); we keep them separate, so
-# that each module owns its weights and reading the code needs no knowledge of sharing.
-# Separate weights cost parameters: `tgt_vocab_size` x $D$ more (about 1 M in notebook
-# 07's CPU model, 4 M in its GPU model). We have not measured what tying changes in accuracy here.
+# paper ties the embedding and generator weights (section 3.4): the target embedding
+# matrix $(V, D)$ is also the generator's weight, so a token's input vector and its output
+# scores come from one row. By default we keep them separate, so that each module owns its
+# weights; `tie_embeddings=True` (already in `__init__`) shares them. Separate weights cost
+# `tgt_vocab_size` x $D$ parameters (about 1 M in notebook 07's CPU model, 4 M in its GPU
+# model); notebook 07 can train either way.
 #
 # `__init__` also re-initialises every weight matrix with Glorot/Xavier uniform values, as
 # `nn.Transformer` does: `nn.Embedding`'s default $\mathcal{N}(0, 1)$ times $\sqrt{D}$ would
@@ -788,6 +794,8 @@ class Transformer(nn.Module):
         d_model, num_heads, num_layers, d_ff, dropout: the paper's D, h, N, d_ff, P_drop.
         max_len: the longest sequence the positional encoding covers.
         pad_id: the padding id of both sides; ``forward`` masks it.
+        tie_embeddings: share one matrix between ``tgt_embed`` and ``generator`` (paper
+            section 3.4); default False, each owns its weights.
 
     Shape:
         encode(src ``(B, S)`` int64, src_mask) -> memory ``(B, S, D)``;
@@ -806,6 +814,7 @@ class Transformer(nn.Module):
         dropout: float = 0.1,
         max_len: int = 5000,
         pad_id: int = 0,
+        tie_embeddings: bool = False,
     ):
         super().__init__()
         self.pad_id = pad_id
@@ -815,6 +824,8 @@ class Transformer(nn.Module):
         self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout)
         self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout)
         self.generator = nn.Linear(d_model, tgt_vocab_size)
+        if tie_embeddings:  # paper section 3.4: the generator reuses the target embedding matrix (V, D)
+            self.generator.weight = self.tgt_embed.embedding.weight
         for param in self.parameters():
             if param.dim() > 1:
                 nn.init.xavier_uniform_(param)

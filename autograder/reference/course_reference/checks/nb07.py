@@ -29,6 +29,8 @@ SECTION_LR = "see section 3, 'The learning-rate schedule'"
 SECTION_LS = "see section 4, 'Label smoothing'"
 SECTION_LOOP = "see section 5, 'One epoch of training'"
 SECTION_DECODE = "see section 6, 'Greedy decoding'"
+SECTION_BEAM = "see section 7, 'Beam search'"
+SECTION_BPE = "see section 8, 'Subwords by hand: byte-pair encoding'"
 PAD, BOS, EOS = 0, 2, 3
 
 
@@ -474,3 +476,322 @@ def copy_model(ns: dict[str, Any]) -> torch.nn.Module:
     for epoch in range(3):
         ref.train_epoch(model, batches(60, seed=epoch + 1), optimizer, None, loss_fn, "cpu", max_grad_norm=1.0)
     return model
+
+
+# ---------------------------------------------------------------- byte-pair encoding
+# Corpora where no merge step has a tie (tests/test_reference.py checks it), so every correct
+# tie-break learns the same merges; each tells apart the mistakes named below.
+BPE_CORPORA = [
+    ({"nanan": 62, "ca": 43, "bababa": 29, "acbd": 54, "bacdbn": 26, "bccda": 25, "nd": 40, "nn": 59, "ccnan": 56}, 10),
+    ({"nanan": 63, "ca": 73, "bababa": 35, "ccaaan": 53, "bcbbaa": 20, "nanbcc": 50, "dd": 27, "aa": 58, "ba": 40}, 10),
+    ({"low": 12, "lower": 9, "lowest": 5, "newer": 9, "newest": 4, "wider": 4}, 5),
+    ({"ab": 3, "b": 2}, 5),  # runs out of pairs after 2 merges
+]
+
+
+def _bpe_variant(word_counts: dict[str, int], num_merges: int, marker: bool = True, weighted: bool = True,
+                 first_only: bool = False, string_replace: bool = False,
+                 once_per_word: bool = False) -> list[tuple[str, str]]:
+    """learn_bpe with one known mistake switched on, to name it."""
+    vocab = {tuple(word) + ((ref.END_OF_WORD,) if marker else ()): count for word, count in word_counts.items()}
+    merges: list[tuple[str, str]] = []
+    while len(merges) < num_merges:
+        pairs: dict[tuple[str, str], int] = {}
+        for symbols, count in vocab.items():
+            found = list(zip(symbols, symbols[1:], strict=False))
+            for pair in dict.fromkeys(found) if once_per_word else found:
+                pairs[pair] = pairs.get(pair, 0) + (count if weighted else 1)
+        if not pairs:
+            break
+        best = max(pairs, key=pairs.__getitem__)
+        merges.append(best)
+        merged: dict[tuple[str, ...], int] = {}
+        for symbols, count in vocab.items():
+            if string_replace:
+                new = tuple(" ".join(symbols).replace(" ".join(best), "".join(best)).split(" "))
+            elif first_only and best in zip(symbols, symbols[1:], strict=False):
+                i = list(zip(symbols, symbols[1:], strict=False)).index(best)
+                new = symbols[:i] + ("".join(best),) + symbols[i + 2:]
+            else:
+                new = ref._merge_pair(symbols, best)
+            merged[new] = merged.get(new, 0) + count
+        vocab = merged
+    return merges
+
+
+def _as_merges(result: Any, what: str) -> list[tuple[str, str]]:
+    if not isinstance(result, list | tuple) or not all(
+            isinstance(m, list | tuple) and len(m) == 2 and all(isinstance(s, str) for s in m) for m in result):
+        shown = type(result).__name__ if not isinstance(result, list | tuple) or not result else (
+            f"a list whose first item is {result[0]!r}")
+        raise AssertionError(f"{what} should return a list of merges, each a pair of strings such as ('e', 's'); "
+                             f"got {shown} ({SECTION_BPE}).")
+    return [tuple(m) for m in result]
+
+
+def check_learn_bpe(ns: dict[str, Any]) -> None:
+    learn = guarded(student_name(ns, "learn_bpe"), "learn_bpe")
+    for word_counts, num_merges in BPE_CORPORA:
+        what = f"learn_bpe(a corpus of {len(word_counts)} words, num_merges={num_merges})"
+        got = _as_merges(learn(dict(word_counts), num_merges), what)
+        expected = ref.learn_bpe(word_counts, num_merges)
+        if got == expected:
+            record(what, "\n".join(" ".join(m) for m in got), None)
+            continue
+        mistakes = {
+            "words do not end with the '</w>' symbol, so no merge can mark the end of a word": {"marker": False},
+            "pairs are counted once per distinct word; weight each word's pairs by its count": {"weighted": False},
+            "only the first occurrence of the pair in each word is merged; merge every occurrence": {"first_only": True},
+            "the merge joins the pair's text across symbol boundaries (a string replace on the joined "
+            "symbols); merge only where two whole symbols form the pair": {"string_replace": True},
+            "a pair that occurs twice in a word is counted once; count every occurrence": {"once_per_word": True},
+        }
+        for description, switch in mistakes.items():
+            if got == _bpe_variant(word_counts, num_merges, **switch):
+                raise AssertionError(f"{what}: {description} ({SECTION_BPE}).")
+        if got == expected[:-1] or (len(got) == len(expected) + 1 and got[:-1] == expected):
+            raise AssertionError(f"{what}: returned {len(got)} merges; learn exactly num_merges merges, or fewer "
+                                 f"only when no pair is left ({SECTION_BPE}).")
+        if len(got) > len(expected) and got[:len(expected)] == expected:
+            raise AssertionError(f"{what}: returned {len(got)} merges; stop once every word is a single symbol "
+                                 f"({SECTION_BPE}).")
+        step = next((i for i, (a, b) in enumerate(zip(got, expected, strict=False)) if a != b), min(len(got), len(expected)))
+        shown = f"is {got[step]!r}" if step < len(got) else "is missing"
+        raise AssertionError(f"{what}: merge {step + 1} {shown}, not the most frequent adjacent pair at that step "
+                             f"(count pairs with word frequencies, then merge every occurrence) ({SECTION_BPE}).")
+
+
+def _apply_variant(word: str, merges: list[tuple[str, str]], marker: bool = True, first_only: bool = False,
+                   right_to_left: bool = False) -> list[str]:
+    symbols = list(word) + ([ref.END_OF_WORD] if marker else [])
+    for pair in merges:
+        if right_to_left:
+            symbols = [s[::-1] for s in ref._merge_pair(tuple(s[::-1] for s in reversed(symbols)),
+                                                         (pair[1][::-1], pair[0][::-1]))][::-1]
+        elif first_only and pair in zip(symbols, symbols[1:], strict=False):
+            i = list(zip(symbols, symbols[1:], strict=False)).index(pair)
+            symbols[i:i + 2] = ["".join(pair)]
+        elif not first_only:
+            symbols = list(ref._merge_pair(tuple(symbols), pair))
+    return symbols
+
+
+def check_apply_bpe(ns: dict[str, Any]) -> None:
+    apply = guarded(student_name(ns, "apply_bpe"), "apply_bpe")
+    runs = [("aaaaa", [("a", "a")]), ("aaaaa", [("a", "a"), ("aa", "a")]), ("banana", [("a", "n"), ("an", "a")])]
+    for word_counts, num_merges in BPE_CORPORA[:3]:
+        merges = ref.learn_bpe(word_counts, num_merges)
+        runs += [(word, merges) for word in list(word_counts)[:4] + ["nanananb", "dcba", "c"]]
+    for word, merges in runs:
+        what = f"apply_bpe({word!r}, {len(merges)} merges)"
+        got = apply(word, [tuple(m) for m in merges])
+        if isinstance(got, str):
+            raise AssertionError(f"{what} returned a string; return the list of subword symbols ({SECTION_BPE}).")
+        if not isinstance(got, list | tuple) or not all(isinstance(s, str) for s in got):
+            raise AssertionError(f"{what} should return a list of strings, got {type(got).__name__} ({SECTION_BPE}).")
+        got = list(got)
+        expected = ref.apply_bpe(word, merges)
+        if got == expected:
+            record(what, " ".join(got), None)
+            continue
+        mistakes = {
+            "the word does not end with the '</w>' symbol before merging": {"marker": False},
+            "each merge is applied to its first occurrence only; merge every occurrence": {"first_only": True},
+            "occurrences are merged from right to left; scan from the left, so 'a a a' with the merge "
+            "('a', 'a') gives 'aa a'": {"right_to_left": True},
+        }
+        for description, switch in mistakes.items():
+            if got == _apply_variant(word, merges, **switch):
+                raise AssertionError(f"{what}: {description} ({SECTION_BPE}).")
+        raise AssertionError(f"{what} returned {got}; start from the characters plus '</w>' and apply each merge, "
+                             f"in the order learned, to every occurrence from left to right ({SECTION_BPE}).")
+
+
+
+# ---------------------------------------------------------------- beam search
+class _Lookup(torch.nn.Module):
+    """A model whose next-token log-probabilities are a fixed pseudo-random function of the
+    source and the whole prefix, spread enough that beam search and greedy disagree, and with
+    ``<eos>`` growing likelier with length so hypotheses end at different steps."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, vocab: int = 9, salt: float = 0.0):
+        super().__init__()
+        self.pad_id, self.bos_id, self.eos_id, self.vocab, self.salt = pad_id, bos_id, eos_id, vocab, salt
+        self.generator = torch.nn.Identity()
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        keep = (src != self.pad_id).to(torch.float64)  # padding must not change a row's translation
+        weights = 1.61 ** torch.arange(src.size(1), dtype=torch.float64)
+        return ((src.to(torch.float64) * weights * keep).sum(-1, keepdim=True) + self.salt)[:, None, :].expand(
+            -1, src.size(1), 1)  # (B, S, 1)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask) -> torch.Tensor:
+        b, t = tgt.shape
+        h = torch.cumsum(tgt.to(torch.float64) * 1.37 ** torch.arange(t, dtype=torch.float64), dim=1)  # (B, T)
+        h = h + memory[:, :1, 0]
+        v = torch.arange(self.vocab, dtype=torch.float64)
+        logits = 3.0 * (torch.sin((h[..., None] + 7.1 * v) * 12.9898) * 43758.5453).remainder(1.0)  # (B, T, V)
+        steps = torch.arange(1, t + 1, dtype=torch.float64)[None, :]
+        logits[..., self.eos_id] += 0.9 * (steps - 4.0)
+        logits[..., self.pad_id] = -30.0
+        logits[..., self.bos_id] = -30.0
+        return logits.to(torch.float32)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        return self.decode(tgt, self.encode(src, None), None, None)
+
+
+class _Tree(torch.nn.Module):
+    """Scripted probabilities for the hypotheses [eos], [x, eos], [x, x, eos] per source row
+    (row r uses ``LOG_P[src[r, 0]]``), so that each length penalty picks a different one."""
+
+    X = 5
+    # first token -> log P of (eos | ), (x | ), (eos | x), (x | x); then (eos | x x) = log 0.99.
+    # Row 8: [eos] leads after one step, [x, eos] overtakes it once normalised (alpha = 1).
+    LOG_P = {4: (-1.0, -0.5, -0.6, -0.99), 6: (-1.0, -0.5, -0.655, -5.0), 7: (-2.0, -0.3, -1.6, -3.0),
+             8: (-0.9, -1.0, -0.02, -5.0)}
+
+    def __init__(self, pad_id: int, vocab: int = 9):
+        super().__init__()
+        self.pad_id, self.vocab = pad_id, vocab
+        self.generator = torch.nn.Identity()
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        return src[:, :1, None].to(torch.float32).expand(-1, src.size(1), 1)  # (B, S, 1)
+
+    def _row(self, first: int, prefix: list[int]) -> torch.Tensor:
+        eos0, x0, eos1, x1 = self.LOG_P[first]
+        table = {0: (eos0, x0), 1: (eos1, x1), 2: (math.log(0.99), math.log(0.005))}
+        n = len(prefix)
+        eos, x = table[n] if all(t == self.X for t in prefix) and n in table else (math.log(0.9), math.log(0.01))
+        rest = math.log(max(1.0 - math.exp(eos) - math.exp(x), 1e-6) / (self.vocab - 2))
+        row = torch.full((self.vocab,), rest, dtype=torch.float64)
+        row[EOS], row[self.X] = eos, x
+        return row
+
+    def decode(self, tgt, memory, src_mask, tgt_mask) -> torch.Tensor:
+        out = torch.empty(tgt.size(0), tgt.size(1), self.vocab, dtype=torch.float64)
+        for b in range(tgt.size(0)):
+            for t in range(tgt.size(1)):
+                out[b, t] = self._row(int(memory[b, 0, 0]), tgt[b, 1:t + 1].tolist())
+        return out.to(torch.float32)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        return self.decode(tgt, self.encode(src, None), None, None)
+
+
+def _beam_variant(model, src: torch.Tensor, max_len: int, beam_size: int, alpha: float, penalty: str = "gnmt",
+                  carry: bool = True, copies: bool = False, probabilities: bool = False,
+                  stop_on_best: bool = False) -> torch.Tensor:
+    """Row-by-row beam search with one known mistake switched on, to name it."""
+    def lp(n: int) -> float:
+        if penalty == "none":
+            return 1.0
+        if penalty == "power":
+            return max(n, 1) ** alpha
+        return ((5 + n + (1 if penalty == "with_bos" else 0)) / 6) ** alpha
+
+    rows = []
+    for row in src:
+        s = row[None]
+        mask = ref.make_padding_mask(s, model.pad_id)
+        memory = model.encode(s, mask)
+        beams = [([BOS], 1.0 if probabilities else 0.0)] * (beam_size if copies else 1)
+        while len(beams[0][0]) < max_len and not all(h[-1] == EOS for h, _ in beams):
+            if stop_on_best and len(beams[0][0]) > 1 and beams[0][0][-1] == EOS:
+                break
+            cands = []
+            for h, score in beams:
+                if h[-1] == EOS and carry:
+                    cands.append((h, score))
+                    continue
+                ys = torch.tensor([h])
+                logits = model.generator(model.decode(ys, memory, mask, ref.make_decoder_mask(ys, model.pad_id))[0, -1])
+                step = F.softmax(logits.double(), -1) if probabilities else F.log_softmax(logits.double(), -1)
+                cands += [(h + [v], score * step[v].item() if probabilities else score + step[v].item())
+                          for v in range(step.size(0))]
+            cands.sort(key=lambda c: c[1] / lp(len(c[0]) - 1), reverse=True)
+            beams = cands[:beam_size]
+        rows.append(max(beams, key=lambda c: c[1] / lp(len(c[0]) - 1))[0])
+    width = max(len(h) for h in rows)
+    return torch.tensor([h + [model.pad_id] * (width - len(h)) for h in rows])
+
+
+def _beam_mistakes(variants: dict[str, dict[str, Any]], model, src: torch.Tensor, max_len: int, beam_size: int,
+                   alpha: float) -> dict[str, torch.Tensor]:
+    """The known mistakes' outputs on this input; mistakes that give the same output here are
+    named together ("A, or B"), so a message never names one of them wrongly."""
+    groups: list[tuple[list[str], torch.Tensor]] = []
+    for description, kw in variants.items():
+        out = _beam_variant(model, src, max_len, beam_size, alpha, **kw)
+        same = next((g for g in groups if g[1].shape == out.shape and torch.equal(g[1], out)), None)
+        if same is None:
+            groups.append(([description], out))
+        else:
+            same[0].append(description)
+    return {f"{'; or '.join(names)} ({SECTION_BEAM}).": out for names, out in groups}
+
+
+def _trim(got: Any) -> Any:
+    """Drops trailing columns that hold only padding (a row-by-row search may pad to max_len)."""
+    if isinstance(got, torch.Tensor) and got.dim() == 2 and got.dtype == torch.long:
+        while got.size(1) > 1 and bool((got[:, -1] == PAD).all()):
+            got = got[:, :-1]
+    return got
+
+
+def check_beam_search(ns: dict[str, Any]) -> None:
+    beam = guarded(student_name(ns, "beam_search"), "beam_search")
+    variants = {
+        "the length penalty is missing: hypotheses are ranked by log P(Y) alone, which favours short ones":
+            {"penalty": "none"},
+        "the length penalty is |Y| ** alpha; the GNMT penalty is ((5 + |Y|) / 6) ** alpha": {"penalty": "power"},
+        "|Y| counts <bos>; it counts the generated tokens, <eos> included": {"penalty": "with_bos"},
+        "finished hypotheses keep being extended; one that ends in eos_id is carried over unchanged":
+            {"carry": False},
+        "the beam starts with beam_size copies of <bos>, so it fills with copies of one hypothesis; "
+        "start from a single hypothesis": {"copies": True},
+        "scores multiply probabilities; add log-probabilities, log P(Y) = sum of log p(y_t | y_<t, x)":
+            {"probabilities": True},
+        "the row stops as soon as its best hypothesis is finished; it stops when ALL kept hypotheses are "
+        "(a longer one may still overtake it)": {"stop_on_best": True},
+    }
+    # A model with spread-out probabilities: hypotheses compete and end at different steps.
+    src = torch.tensor([[5, 6, 7, 8], [4, 9, 7, PAD], [8, 8, PAD, PAD], [6, 4, 5, 7], [7, 5, PAD, PAD]])
+    for salt, max_len, beam_size, alpha in [(0.0, 10, 3, 0.6), (0.3, 10, 4, 0.0), (0.7, 12, 2, 1.0), (1.1, 5, 3, 0.6)]:
+        model = _Lookup(PAD, BOS, EOS, salt=salt)
+        expected = ref.beam_search(model, src, max_len, BOS, EOS, beam_size=beam_size, length_penalty=alpha)
+        what = f"beam_search(max_len={max_len}, beam_size={beam_size}, length_penalty={alpha})"
+        got = _trim(beam(model, src, max_len, BOS, EOS, beam_size=beam_size, length_penalty=alpha))
+        mistakes = {}
+        if isinstance(got, torch.Tensor) and not (got.shape == expected.shape and torch.equal(got, expected)):
+            mistakes = _beam_mistakes(variants, model, src, max_len, beam_size, alpha)
+        assert_matches(got, expected, what, mistakes,
+                       hint=f"Per row, keep the beam_size best hypotheses by log P(Y) / lp(Y); carry finished "
+                            f"ones over unchanged; stop when all kept ones are finished or at max_len; return "
+                            f"the best ({SECTION_BEAM}).")
+    # The length penalty decides between [eos], [x, eos] and [x, x, eos].
+    for length_penalty in (1.0, 0.6):
+        mistakes = {}
+        tree, src = _Tree(PAD), torch.tensor([[4, 9], [6, 9], [7, 9], [8, 9]])
+        expected = ref.beam_search(tree, src, 6, BOS, EOS, beam_size=3, length_penalty=length_penalty)
+        got = _trim(beam(tree, src, 6, BOS, EOS, beam_size=3, length_penalty=length_penalty))
+        if isinstance(got, torch.Tensor) and not (got.shape == expected.shape and torch.equal(got, expected)):
+            mistakes = _beam_mistakes(variants, tree, src, 6, 3, length_penalty)
+        assert_matches(got, expected, f"beam_search(beam_size=3, length_penalty={length_penalty}) where the "
+                       "length penalty decides between a short and a longer hypothesis", mistakes,
+                       hint=f"Score each hypothesis by log P(Y) / ((5 + |Y|) / 6) ** length_penalty, |Y| its "
+                            f"generated tokens ({SECTION_BEAM}).")
+    # beam_size=1 is greedy decoding, on a small random Transformer.
+    gen = generator(707)
+    transformer = Transformer(11, 13, d_model=16, num_heads=2, num_layers=2, d_ff=32, dropout=0.0, pad_id=PAD).eval()
+    with torch.no_grad():
+        for p in transformer.parameters():
+            p.copy_(randn(*p.shape, gen=gen) * 0.5)
+        transformer.generator.bias[EOS] -= 2.0
+    src = torch.randint(4, 11, (4, 6), generator=gen)
+    src[1, 4:] = PAD
+    expected = ref.greedy_decode(transformer, src, 9, BOS, EOS)
+    assert_matches(_trim(beam(transformer, src, 9, BOS, EOS, beam_size=1, length_penalty=0.6)), expected,
+                   "beam_search(beam_size=1) on a small random Transformer",
+                   hint=f"With one hypothesis, beam search is greedy decoding ({SECTION_BEAM}).")

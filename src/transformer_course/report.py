@@ -1,0 +1,187 @@
+"""``transformer-course report OUT``: one static HTML page about a graded class, for an
+instructor who would rather look than read CSVs.
+
+Built from ``OUT/results.json`` (no re-grading), into ``OUT/report/``: ``index.html`` and
+its figures as PNG. Per assignment, the distribution of scores; per exercise, the share of
+students at full marks and the mean; the named mistakes ranked by how many students made
+them, with their ids; who is missing, crashed or could not be graded, and why; and the
+exercises where students lost points without a named mistake (where the notebook's text or
+a test may need work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+# A feedback line reads "<what was checked>: <the mistake> (see section N, '...')", sometimes
+# followed by " Note: ..." about earlier exercises. These mark a loss that names no mistake.
+_UNNAMED = ("differs from the expected values", "max abs error", "raised ", "timed out", "did not finish")
+_NOT_ATTEMPTED = "not attempted"
+
+
+@dataclass(frozen=True)
+class Loss:
+    student_id: str
+    assignment: str
+    exercise: str
+    feedback: str
+
+
+def mistake_of(feedback: str) -> str | None:
+    """The named mistake in a feedback line, or None when the line names none."""
+    text = feedback.split(" Note: ", 1)[0].strip()
+    if not text or text.startswith(_NOT_ATTEMPTED) or any(marker in text for marker in _UNNAMED):
+        return None
+    text = re.split(r" \(see section \d+", text, maxsplit=1)[0]
+    if ": " in text:  # drop "<what was checked>: ", which differs between inputs of one check
+        text = text.split(": ", 1)[1]
+    return text.rstrip(" .") or None
+
+
+def _load(out: Path) -> list[dict]:
+    path = out / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: run `transformer-course grade SUBMITTED --out {out}` first")
+    return json.loads(path.read_text())
+
+
+def _figures(results: list[dict], folder: Path) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", palette="colorblind")
+    assignments = sorted({r["assignment"] for r in results})
+    figures = []
+    # 1. Scores per assignment, as a percentage of the maximum: one dot per student.
+    rows = [(r["assignment"], 100 * sum(e["score"] for e in r["exercises"])
+             / max(sum(e["max_score"] for e in r["exercises"]), 1e-9), r["status"])
+            for r in results if r["exercises"]]
+    fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(assignments)), 4))
+    data = {"assignment": [a for a, _, _ in rows], "score (% of maximum)": [s for _, s, _ in rows],
+            "status": [t for _, _, t in rows]}
+    sns.boxplot(data=data, x="assignment", y="score (% of maximum)", order=assignments, color="0.9", ax=ax,
+                showfliers=False)
+    sns.stripplot(data=data, x="assignment", y="score (% of maximum)", hue="status", order=assignments, ax=ax,
+                  size=6, jitter=0.2)
+    ax.set(ylim=(-5, 105), title="Scores per assignment (one dot per student)")
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(folder / "scores.png", dpi=110)
+    plt.close(fig)
+    figures.append(("scores.png", "Scores per assignment, one dot per student (missing notebooks score 0)"))
+    # 2. Per exercise: the share of graded students at full marks.
+    full: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for r in results:
+        if r["status"] == "graded":
+            for e in r["exercises"]:
+                full[(r["assignment"], e["exercise"])].append(e["score"] >= e["max_score"])
+    keys = sorted(full, key=lambda k: (k[0], 0))
+    fig, ax = plt.subplots(figsize=(7, max(3, 0.28 * len(keys) + 1)))
+    shares = [100 * sum(full[k]) / len(full[k]) for k in keys]
+    colours = [sns.color_palette()[assignments.index(k[0]) % 10] for k in keys]
+    ax.barh([f"{k[0][:2]} {k[1]}" for k in keys], shares, color=colours)
+    ax.invert_yaxis()
+    ax.set(xlim=(0, 100), xlabel="graded students at full marks (%)", ylabel="exercise",
+           title="Exercises: share at full marks")
+    ax.tick_params(axis="y", labelsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "exercises.png", dpi=110)
+    plt.close(fig)
+    figures.append(("exercises.png", "Per exercise, the share of graded students at full marks"))
+    return figures
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def build_report(out: Path) -> Path:
+    """Write ``OUT/report/index.html`` and its figures; returns the page's path.
+
+    Raises:
+        FileNotFoundError: ``OUT/results.json`` is missing (the class was not graded).
+    """
+    results = _load(out)
+    folder = out / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = _figures(results, folder)
+    mistakes: dict[tuple[str, str], list[str]] = defaultdict(list)
+    unnamed: dict[tuple[str, str], list[str]] = defaultdict(list)
+    stats: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for r in results:
+        for e in r["exercises"]:
+            key = (r["assignment"], e["exercise"])
+            if r["status"] == "graded":
+                stats[key].append((e["score"], e["max_score"]))
+            if r["status"] != "graded" or e["score"] >= e["max_score"] or e["feedback"].startswith(_NOT_ATTEMPTED):
+                continue
+            name = mistake_of(e["feedback"])
+            if name:
+                mistakes[(e["exercise"], name)].append(r["student_id"])
+            else:
+                unnamed[key].append(r["student_id"])
+    ranked = sorted(mistakes.items(), key=lambda item: (-len(item[1]), item[0]))
+    mistake_rows = [[html.escape(exercise), html.escape(name), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
+                    for (exercise, name), ids in ranked]
+    exercise_rows = [[html.escape(a), html.escape(x), f"{100 * sum(s >= m for s, m in v) / len(v):.0f} %",
+                      f"{sum(s for s, _ in v) / len(v):.2f} / {v[0][1]:g}", f"{len(unnamed.get((a, x), []))}"]
+                     for (a, x), v in sorted(stats.items())]
+    status_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r["status"]),
+                    html.escape(r["reason"] or "")] for r in results if r["status"] != "graded"]
+    unnamed_rows = [[html.escape(a), html.escape(x), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
+                    for (a, x), ids in sorted(unnamed.items(), key=lambda item: -len(item[1]))]
+    students = sorted({r["student_id"] for r in results})
+    images = "".join(f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}'
+                     f"</figcaption></figure>" for name, caption in figures)
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Class report</title>
+<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left;
+vertical-align:top}}th{{background:#f3f3f3}}img{{max-width:100%}}figure{{margin:1em 0}}</style></head><body>
+<h1>Class report</h1>
+<p>{len(students)} students, {len({r["assignment"] for r in results})} assignments, {len(results)} notebooks;
+built from <code>results.json</code>.</p>
+{images}
+<h2>Named mistakes, most frequent first</h2>
+{_table(["exercise", "mistake", "students", "who"], mistake_rows) if mistake_rows else "<p>None.</p>"}
+<h2>Exercises</h2>
+{_table(["assignment", "exercise", "at full marks", "mean score", "lost points, no mistake named"], exercise_rows)}
+<h2>Lost points without a named mistake</h2>
+<p>Where the feedback could only say that values differ: the notebook's text or a check may need work.</p>
+{_table(["assignment", "exercise", "students", "who"], unnamed_rows) if unnamed_rows else "<p>None.</p>"}
+<h2>Not graded</h2>
+{_table(["student", "assignment", "status", "why"], status_rows) if status_rows else "<p>Everyone was graded.</p>"}
+</body></html>
+"""
+    index = folder / "index.html"
+    index.write_text(page)
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="transformer-course report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="the OUT folder of `transformer-course grade`")
+    args = parser.parse_args(argv)
+    try:
+        index = build_report(args.out)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""`transformer-course gradescope`: the autograder zip, unpacked in a folder laid out like
+Gradescope's /autograder and run as Gradescope runs it (run_autograder, with AUTOGRADER_ROOT
+pointing at that folder): a correct, a wrong and a broken submission, and none at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from transformer_course.cli import main
+
+A01 = "01_self_attention"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gradescope") / "autograder.zip"
+    assert main(["gradescope", A01, "--out", str(out), "--visibility", "after_published"]) == 0
+    return out
+
+
+def _run(bundle, tmp_path, files: dict[str, bytes]) -> dict:
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(root / "source")
+        for info in z.infolist():  # zipfile does not restore modes; Gradescope's unzip does
+            mode = info.external_attr >> 16
+            if mode:
+                os.chmod(root / "source" / info.filename, stat.S_IMODE(mode))
+    shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
+    (root / "submission").mkdir()
+    for name, data in files.items():
+        (root / "submission" / name).write_bytes(data)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    env.pop("TRANSFORMER_COURSE_ROOT", None)
+    done = subprocess.run([str(root / "run_autograder")], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def test_bundle_has_gradescope_layout_and_no_student_facing_secrets(bundle):
+    with zipfile.ZipFile(bundle) as z:
+        names = set(z.namelist())
+        assert {"setup.sh", "run_autograder"} <= names
+        assert z.getinfo("run_autograder").external_attr >> 16 & 0o111
+        assert f"course/autograder/source/{A01}/{A01}.source.py" in names
+        assert "course/autograder/reference/course_reference/checks/nb01.py" in names
+        assert not any(n.startswith("course/autograder/submitted/") for n in names)
+        assert not any("07_training" in n for n in names)  # only this assignment's files
+
+
+def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):
+    maxima = {e: repo.assignment(A01).max_score(e) for e in repo.assignment(A01).exercises}
+    correct = _run(bundle, tmp_path / "correct", {f"{A01}.ipynb": (repo.solutions / f"{A01}.ipynb").read_bytes()})
+    assert correct["score"] == sum(maxima.values())
+    assert {t["name"]: (t["score"], t["max_score"]) for t in correct["tests"]} == {e: (m, m) for e, m in maxima.items()}
+    assert all(t["visibility"] == "after_published" for t in correct["tests"])
+
+    wrong = _run(bundle, tmp_path / "wrong", {"my upload.ipynb":
+                                             (repo.sample_class / "dev" / A01 / f"{A01}.ipynb").read_bytes()})
+    softmax = next(t for t in wrong["tests"] if t["name"] == "softmax")
+    assert softmax["score"] < softmax["max_score"] and "overflows" in softmax["output"]
+    assert "expected the name" in wrong["output"]
+
+    broken = _run(bundle, tmp_path / "broken", {f"{A01}.ipynb": b'{"cells": [ {"cell_type": "co'})
+    assert broken["score"] == 0 and len(broken["tests"]) == len(maxima)
+    assert "not valid" in broken["output"].lower() or "invalid" in broken["output"].lower()
+
+    none = _run(bundle, tmp_path / "none", {})
+    assert none["score"] == 0 and "No notebook" in none["output"]
