@@ -34,7 +34,7 @@ def _run(bundle, tmp_path, files: dict[str, bytes]) -> dict:
             mode = info.external_attr >> 16
             if mode:
                 os.chmod(root / "source" / info.filename, stat.S_IMODE(mode))
-    shutil.copyfile(root / "source" / "run_autograder", root / "run_autograder")
+    shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # mode too, as Gradescope does
     (root / "submission").mkdir()
     for name, data in files.items():
         (root / "submission" / name).write_bytes(data)
@@ -46,7 +46,7 @@ def _run(bundle, tmp_path, files: dict[str, bytes]) -> dict:
     return json.loads((root / "results" / "results.json").read_text())
 
 
-def test_bundle_has_gradescope_layout_and_no_student_facing_secrets(bundle):
+def test_bundle_has_gradescope_layout_and_only_this_assignment(repo, bundle):
     with zipfile.ZipFile(bundle) as z:
         names = set(z.namelist())
         assert {"setup.sh", "run_autograder"} <= names
@@ -54,7 +54,9 @@ def test_bundle_has_gradescope_layout_and_no_student_facing_secrets(bundle):
         assert f"course/autograder/source/{A01}/{A01}.source.py" in names
         assert "course/autograder/reference/course_reference/checks/nb01.py" in names
         assert not any(n.startswith("course/autograder/submitted/") for n in names)
-        assert not any("07_training" in n for n in names)  # only this assignment's files
+        others = [f"course/{top}/{a.name}/" for a in repo.assignments() if a.name != A01
+                  for top in ("autograder/source", "course")]
+        assert not any(n.startswith(tuple(others)) for n in names)  # only this assignment's notebook files
 
 
 def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):

@@ -36,7 +36,7 @@ class Loss:
 
 def mistake_of(feedback: str) -> str | None:
     """The named mistake in a feedback line, or None when the line names none."""
-    text = feedback.split(" Note: ", 1)[0].strip()
+    text = re.sub(r"\s*\[also failed: [^\]]*\]", "", feedback.split(" Note: ", 1)[0]).strip()
     if not text or text.startswith(_NOT_ATTEMPTED) or any(marker in text for marker in _UNNAMED):
         return None
     text = re.split(r" \(see section \d+", text, maxsplit=1)[0]

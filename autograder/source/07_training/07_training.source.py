@@ -853,7 +853,7 @@ _checks.check_beam_search(globals())
 # ties).
 
 # %% [markdown]
-# **Stuck on `learn_bpe`?** Open one hint at a time. Paper: [Sennrich et al., 2016, *Neural Machine Translation of Rare Words with Subword Units*](https://arxiv.org/abs/1508.07909), §3.2 and Algorithm 1.
+# **Stuck on `learn_bpe`?** Open one hint at a time. Paper: [Sennrich et al., 2016, *Neural Machine Translation of Rare Words with Subword Units*](https://arxiv.org/abs/1508.07909), §3.2 and Algorithm 1; [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §5.1 (its sentences are byte-pair encoded).
 #
 # <details><summary>Hint 1: a nudge</summary>
 #
@@ -942,7 +942,7 @@ _checks.check_learn_bpe(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# **Stuck on `apply_bpe`?** Open one hint at a time. Paper: [Sennrich et al., 2016, *Neural Machine Translation of Rare Words with Subword Units*](https://arxiv.org/abs/1508.07909), §3.2 (applying the merges to unseen words).
+# **Stuck on `apply_bpe`?** Open one hint at a time. Paper: [Sennrich et al., 2016, *Neural Machine Translation of Rare Words with Subword Units*](https://arxiv.org/abs/1508.07909), §3.2 (applying the merges to unseen words); [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §5.1.
 #
 # <details><summary>Hint 1: a nudge</summary>
 #
@@ -957,6 +957,14 @@ _checks.check_learn_bpe(globals())
 # <details><summary>Hint 3: the key line</summary>
 #
 # `for pair in merges: symbols = merge_pair(symbols, pair)` with the helper you wrote for `learn_bpe`.
+#
+# </details>
+#
+# **Check yourself:** can `apply_bpe` meet a word it cannot split, a character never seen in training?
+#
+# <details><summary>Answer</summary>
+#
+# It still returns symbols: unknown characters simply stay single characters (no merge mentions them). The model's vocabulary, built from the training symbols, has no id for them, so a real tokenizer maps them to `<unk>` or, like sentencepiece with `byte_fallback`, to their bytes.
 #
 # </details>
 
@@ -980,6 +988,12 @@ def apply_bpe(word: str, merges: list[tuple[str, str]]) -> list[str]:
 
 
 # %% nbgrader={"grade": true, "grade_id": "test_apply_bpe", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb07 as _checks
+
+# Graded on its own: the merges below come from the reference learn_bpe (no later graded cell uses it).
+learn_bpe = _checks.upstream("learn_bpe")["learn_bpe"]
+### END HIDDEN TESTS
 pieces = apply_bpe("lowest", learn_bpe(corpus, 5))
 print(pieces)
 assert isinstance(pieces, list) and "".join(pieces) == "lowest</w>", f"the symbols should join to 'lowest</w>', got {pieces!r}"
