@@ -87,7 +87,10 @@ def write_class(repo: Repo, submitted: Path) -> dict[tuple[str, str], list[Case]
             nb = nbformat.read(solution, as_version=4)
             for case in chosen:
                 cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == case.exercise)
-                cell.source = IMPORTS + case.code
+                # The case's code follows the solution's cell, so it replaces the exercise while the
+                # solution's own helpers (07's merge_pair, which apply_bpe also uses) stay defined:
+                # the other exercises are the solution's, helpers included.
+                cell.source = cell.source + "\n\n" + IMPORTS + case.code
             student = f"cat_{k:02d}"
             folder = submitted / student / name
             folder.mkdir(parents=True, exist_ok=True)
