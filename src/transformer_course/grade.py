@@ -421,5 +421,10 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
         try:
             return grader.grade("self", assignment, notebook.resolve(), "")
         except GraderError as exc:
-            reason = f"{GRADER_ERROR}: the grader failed on this notebook, not your code: {one_line(str(exc), 300)}"
-            return SubmissionResult("self", assignment.name, GRADER_ERROR, reason, zero_scores(assignment, reason))
+            return grader_failure("self", assignment, exc)
+
+
+def grader_failure(student_id: str, assignment: Assignment, exc: BaseException) -> SubmissionResult:
+    """The result of a notebook the grader itself failed on: 0 points, and a reason that says so."""
+    reason = f"{GRADER_ERROR}: the grader failed on this notebook, not your code: {one_line(str(exc), 300)}"
+    return SubmissionResult(student_id, assignment.name, GRADER_ERROR, reason, zero_scores(assignment, reason))

@@ -20,8 +20,8 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from .grade import Grader, SubmissionResult, one_line, zero_scores
-from .layout import GRADER_ERROR, Repo
+from .grade import Grader, SubmissionResult, grader_failure, zero_scores
+from .layout import Repo
 
 VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 
@@ -120,9 +120,7 @@ def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "
                 result = Grader(Path(tmp) / "nbgrader", repo, timeout).grade("student", assignment, path, "")
             except Exception as exc:  # noqa: BLE001 (GraderError or worse: results.json is written whatever happens)
                 traceback.print_exc()  # to Gradescope's stdout, for the instructor
-                reason = f"{GRADER_ERROR}: the grader failed on this notebook, not your code: {one_line(str(exc), 300)}"
-                result = SubmissionResult("student", assignment.name, GRADER_ERROR, reason,
-                                          zero_scores(assignment, reason))
+                result = grader_failure("student", assignment, exc)
     results = results_json(result, note, visibility)
     (root / "results").mkdir(parents=True, exist_ok=True)
     (root / "results" / "results.json").write_text(json.dumps(results, indent=1) + "\n")
