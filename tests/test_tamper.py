@@ -190,7 +190,14 @@ SANDBOX_ATTACKS = {
                     "p.mkdir(parents=True, exist_ok=True)\n"
                     "(p / '00-x.py').write_text('import torch\\ntorch.allclose = lambda *a, **k: True\\n')\n"),
     # Reading the class's output (other students' records and answers) and the repository.
-    "s_c_peek": ("import os, pathlib\n"
+    # First lifting the folders the sandbox hides (a kernel run by root keeps root's capabilities
+    # unless bwrap drops them).
+    "s_c_peek": ("import ctypes, os, pathlib\n"
+                 "libc = ctypes.CDLL(None, use_errno=True)\n"
+                 "for line in open('/proc/self/mounts').read().splitlines()[::-1]:\n"
+                 "    point = line.split()[1]\n"
+                 "    if line.startswith('tmpfs') and point not in ('/tmp', '/dev'):\n"
+                 "        print('UNMOUNTED' if libc.umount2(point.encode(), 2) == 0 else 'unmount refused', point)\n"
                  "here = pathlib.Path.cwd()\n"
                  "seen = [str(p) for up in here.parents for p in up.glob('*') if p.name in "
                  "('results', 'nbgrader', 'submitted', 'grades.csv', 'feedback', 'gradebook.db')]\n"
@@ -232,7 +239,7 @@ def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
     assert not (Path.home() / ".ipython/profile_default/startup/00-x.py").exists()
     peek = nbformat.read(out / "nbgrader" / "autograded" / "s_c_peek" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in peek.cells for o in c.get("outputs", []))
-    assert "SEEN []" in printed, printed[:500]
+    assert "SEEN []" in printed and "UNMOUNTED" not in printed, printed[:500]
     assert "refused:" in printed and checks.read_bytes() == before, "the repository is not the kernel's to write"
     if sandbox.isolates_network():
         net = nbformat.read(out / "nbgrader" / "autograded" / "s_e_network" / A01 / f"{A01}.ipynb", as_version=4)

@@ -1,6 +1,7 @@
 """A sandbox for the kernels that run students' notebooks: bubblewrap (``bwrap``).
 
-Each grading kernel starts inside ``bwrap`` with its own PID namespace (every process it
+Each grading kernel starts inside ``bwrap`` with no capabilities (also when the grader runs as
+root), its own PID namespace (every process it
 starts, even in a new session, dies with it), a read-only view of the machine, a private
 empty ``/tmp`` and ``HOME`` (nothing such as an IPython startup file survives the notebook),
 and the grader's folders hidden: the repository, the class's output and the other work
@@ -40,7 +41,8 @@ def _working_bwrap() -> tuple[str | None, str]:
     exe = shutil.which("bwrap")
     if exe is None:
         return None, "bubblewrap (bwrap) is not installed"
-    probe = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--ro-bind", "/", "/",
+    probe = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
+             "--ro-bind", "/", "/",
              "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
@@ -84,7 +86,9 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
     exe = bwrap()
     if exe is None:
         return cmd
-    args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+    # --cap-drop ALL: run by root, bwrap would leave the kernel root's capabilities, and a kernel
+    # with CAP_SYS_ADMIN can unmount the tmpfs that hides a folder and read what it hid.
+    args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
             *([] if network else ["--unshare-net"]),
             "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--setenv", "HOME", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/.ipython",
