@@ -29,6 +29,8 @@ warnings.filterwarnings("ignore", message="Object of type <Submitted")
 # a leading '-', glob characters) is graded, and nbgrader never has to parse one.
 WORK_STUDENT = "student"
 MAX_FEEDBACK = 400
+# Folders of a work area that the kernels' sandbox mounts (sandbox.py via make_config): kept, never replaced.
+MOUNTED = ("autograded", "reference")
 
 
 class GraderError(RuntimeError):
@@ -167,12 +169,19 @@ class Grader:
                                     notebook_timeout=notebook_timeout, max_output_mb=max_output_mb, sandbox=True,
                                     source=work / "source")
         self.coursedir = self.api.coursedir
+        (work / "autograded").mkdir(exist_ok=True)
         self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
 
     def _reset(self) -> None:
         """Put the work area back to its state after set-up, byte for byte."""
         for child in self.work.iterdir():
-            if child.is_dir() and not child.is_symlink():
+            if child.name in MOUNTED and child.is_dir() and not child.is_symlink():
+                for inner in child.iterdir():  # emptied, not replaced: a running sandbox mounts the folder
+                    if inner.is_dir() and not inner.is_symlink():
+                        shutil.rmtree(inner, ignore_errors=True)
+                    else:
+                        inner.unlink(missing_ok=True)
+            elif child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child, ignore_errors=True)
             else:
                 child.unlink(missing_ok=True)

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
 from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
@@ -110,18 +111,28 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """jupyter_client's kernel manager, starting the kernel through :func:`command`."""
+    """jupyter_client's kernel manager, starting the kernel through :func:`command`, or forked
+    from the worker's warm template in the same sandbox (:mod:`.forkserver`)."""
 
     hidden = List(Unicode(), help="folders the kernel must not see").tag(config=True)
     readonly = List(Unicode(), help="folders it may read (inside hidden ones)").tag(config=True)
     writable = List(Unicode(), help="folders it may write").tag(config=True)
     _sockets = ""  # the folder of this kernel's IPC sockets, when it has no network
+    _forked = False
 
     async def _async_pre_start_kernel(self, **kw):
+        from . import forkserver
+
+        if forkserver.enabled() and self.provisioner is None:
+            self.kernel_id = self.kernel_id or kw.pop("kernel_id", str(uuid.uuid4()))
+            self.provisioner = forkserver.ForkProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec,
+                                                          parent=self)
+            self._forked = True
         # Without a network the kernel cannot serve TCP to this process: its sockets become
         # files in a folder of its own, the only one both sides see.
         if isolates_network():
-            self._sockets = tempfile.mkdtemp(prefix="tc-kernel-")
+            self._sockets = tempfile.mkdtemp(prefix="tc-kernel-", dir=forkserver.sockets_root() if self._forked
+                                             else None)
             self.transport, self.ip = "ipc", os.path.join(self._sockets, "kernel")
         return await super()._async_pre_start_kernel(**kw)
 
@@ -135,6 +146,10 @@ class SandboxedKernelManager(AsyncKernelManager):
         # interrupts go as messages: ipykernel then signals itself, inside the sandbox.
         self.kernel_spec.interrupt_mode = "message"
         cmd = super().format_kernel_cmd(extra_arguments)
+        return cmd if self._forked else self.sandboxed_cmd(cmd)
+
+    def sandboxed_cmd(self, cmd: list[str]) -> list[str]:
+        """``cmd`` in a sandbox of its own."""
         connection = os.path.realpath(self.connection_file)  # this kernel's only: not the others' keys
         return command(cmd, [*self.hidden, os.path.dirname(connection)], [*self.readonly, connection],
                        [*self.writable, *([self._sockets] if self._sockets else [])],
