@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course import attacks, sandbox
+from transformer_course import attacks, forkserver, sandbox
 from transformer_course.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
 from transformer_course.batch import grade_class, output_lock
 from transformer_course.cli import main
@@ -245,3 +245,46 @@ def test_sandbox_contains_processes_home_files_and_sight(repo, tmp_path):
         net = nbformat.read(out / "nbgrader" / "autograded" / "s_e_network" / A01 / f"{A01}.ipynb", as_version=4)
         printed = "".join(o.get("text", "") for c in net.cells for o in c.get("outputs", []))
         assert printed.count("NETWORK REFUSED") == 3 and "REACHED" not in printed, printed[-500:]
+
+
+# Attacks on the worker's kernel template (transformer_course/forkserver.py), which outlives
+# each notebook: every other process a kernel can see is killed, or stopped.
+SIGNAL_ALL = ("import os, signal\nfor p in os.listdir('/proc'):\n"
+              "    if p.isdigit() and int(p) not in (1, os.getpid()):\n        os.kill(int(p), signal.{})\n")
+TEMPLATE_ATTACKS = {
+    "f_a_kill": SIGNAL_ALL.format("SIGKILL"),
+    "f_c_stop": SIGNAL_ALL.format("SIGSTOP"),
+    "f_e_leftover": ("import subprocess, sys\n"  # waits for the next notebook's folder, then writes into it
+                     "subprocess.Popen([sys.executable, '-c', 'import time, pathlib\\n"
+                     "for _ in range(600):\\n"
+                     "    time.sleep(0.1)\\n"
+                     "    for p in pathlib.Path.cwd().parent.parent.glob(\"*/*/*.ipynb\"):\\n"
+                     "        p.write_text(\"{}\")\\n'], start_new_session=True)\n"),
+}
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
+def test_kernel_template_attacks_reach_no_other_notebook(repo, tmp_path):
+    """A notebook that kills or stops the template, or leaves a process behind, costs no other
+    student anything: the next notebook is graded by a fresh kernel (of a new template)."""
+    solution = repo.solutions / f"{A01}.ipynb"
+    for student, attack in TEMPLATE_ATTACKS.items():
+        nb = nbformat.read(solution, as_version=4)
+        attacks.add_after(nb, "softmax", attack)
+        (tmp_path / "in" / student / A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
+    for victim in ("f_b_victim", "f_d_victim", "f_f_victim"):
+        nb = nbformat.read(solution, as_version=4)
+        attacks.set_answer(nb, "softmax", WRONG_SOFTMAX)
+        (tmp_path / "in" / victim / A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / victim / A01 / f"{A01}.ipynb")
+    results = {r.student_id: r for r in grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT,
+                                                    progress=False, workers=1) if r.assignment == A01}
+    for victim in ("f_b_victim", "f_d_victim", "f_f_victim"):
+        assert _scores(results[victim]) == NO_SOFTMAX, (victim, results[victim].reason)
+    killer = results["f_a_kill"]
+    assert killer.status == "crashed" and killer.score < 11, killer.reason  # its own kernel ends with the template
+    assert results["f_c_stop"].score <= 11
+    assert results["f_e_leftover"].score == 11
+    alive = subprocess.run(["pgrep", "-f", "pathlib.Path.cwd"], capture_output=True, text=True).stdout.split()
+    assert not alive, "a process started by a notebook outlived its kernel"

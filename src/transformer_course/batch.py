@@ -43,7 +43,7 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
-from . import __version__, mathjax, sandbox
+from . import __version__, forkserver, mathjax, sandbox
 from .build import convert_sources
 from .grade import (
     ExerciseResult,
@@ -357,6 +357,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
             shutil.rmtree(work_root, ignore_errors=True)
             for key in [k for k in _GRADERS if k[2] == str(work_root)]:
                 del _GRADERS[key]  # its work area is gone
+            forkserver.stop_all()  # the kernel templates of this process (workers=1) mount it
     results = [_as_result(records[key]) for key in sorted(records)]
     write_csvs(results, out)
     return results

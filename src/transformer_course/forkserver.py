@@ -42,7 +42,7 @@ WARM = ["torch", "numpy", "matplotlib", "matplotlib.pyplot", "matplotlib_inline.
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "LD_PRELOAD", "LD_LIBRARY_PATH")
 READY_TIMEOUT = 300  # s: importing torch on a loaded machine
-REQUEST_TIMEOUT = 60  # s
+REQUEST_TIMEOUT = 20  # s: a launch (kill, empty /tmp, fork) takes well under one
 
 
 class TemplateError(RuntimeError):

@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
+from . import forkserver
 from .build import convert_sources
 from .layout import GRADER_ERROR, SOURCE_SUFFIX, Assignment, Repo
 from .nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, reference_on_path
@@ -431,6 +432,8 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
             return grader.grade("self", assignment, notebook.resolve(), "")
         except GraderError as exc:
             return grader_failure("self", assignment, exc)
+        finally:
+            forkserver.stop_all()  # its kernel template mounts the folder about to be removed
 
 
 def grader_failure(student_id: str, assignment: Assignment, exc: BaseException) -> SubmissionResult:
