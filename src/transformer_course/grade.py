@@ -156,11 +156,12 @@ class Grader:
     """
 
     def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
-                 notebook_timeout: int = 1800, max_output_mb: float = 10.0):
+                 notebook_timeout: int = 1800, max_output_mb: float = 10.0, only: str | None = None):
+        """``only``: set up this assignment alone (one notebook to grade: a second of set-up, not seven)."""
         self.repo = repo or Repo()
         self.work = work = work.resolve()  # nbgrader resolves a relative path inside its course root
         self.timeout = timeout
-        self.assignments = convert_sources(self.repo)
+        self.assignments = [a for a in convert_sources(self.repo) if only in (None, a.name)]
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", f"*{SOURCE_SUFFIX}")
@@ -427,7 +428,7 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
                          f"{', '.join(a.name for a in assignments)})")
     assignment = match[0]
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
-        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout)
+        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout, only=assignment.name)
         try:
             return grader.grade("self", assignment, notebook.resolve(), "")
         except GraderError as exc:

@@ -20,6 +20,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
+from . import forkserver
 from .grade import Grader, SubmissionResult, grader_failure, zero_scores
 from .layout import Repo
 
@@ -117,10 +118,13 @@ def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "
     else:
         with tempfile.TemporaryDirectory(prefix="tc-gradescope-") as tmp:
             try:
-                result = Grader(Path(tmp) / "nbgrader", repo, timeout).grade("student", assignment, path, "")
+                result = Grader(Path(tmp) / "nbgrader", repo, timeout, only=assignment.name).grade(
+                    "student", assignment, path, "")
             except Exception as exc:  # noqa: BLE001 (GraderError or worse: results.json is written whatever happens)
                 traceback.print_exc()  # to Gradescope's stdout, for the instructor
                 result = grader_failure("student", assignment, exc)
+            finally:
+                forkserver.stop_all()  # its kernel template mounts the folder about to be removed
     results = results_json(result, note, visibility)
     (root / "results").mkdir(parents=True, exist_ok=True)
     (root / "results" / "results.json").write_text(json.dumps(results, indent=1) + "\n")

@@ -1,14 +1,18 @@
 """A sandbox for the kernels that run students' notebooks: bubblewrap (``bwrap``).
 
 Each grading kernel starts inside ``bwrap`` with no capabilities (also when the grader runs as
-root), its own PID namespace (every process it
-starts, even in a new session, dies with it), a read-only view of the machine, a private
+root), its own PID namespace (every process it starts, even in a new session, dies with
+it), a read-only view of the machine, a private
 empty ``/tmp`` and ``HOME`` (nothing such as an IPython startup file survives the notebook),
 and the grader's folders hidden: the repository, the class's output and the other work
 areas. It can write only to its own notebook's folder, which the grader resets before the
 next notebook; it reads its own connection file and the hidden reference copy it is
 graded with. It has no network: its own empty network namespace, and Jupyter talks to it
 over IPC sockets (Unix domain sockets in a folder of its own) instead of TCP.
+
+A grading worker's kernels share one such sandbox, forked from a warm template there
+(:mod:`.forkserver`), which ends every process a kernel started and empties ``/tmp`` as soon as
+the kernel ends; ``COURSE_FORKSERVER=off`` gives each kernel a sandbox of its own.
 
 Where ``bwrap`` is missing (``make sandbox`` installs Debian's bubblewrap), kernels run
 without it and :func:`warning` says so.
