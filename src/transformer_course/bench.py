@@ -3,9 +3,13 @@
 - seconds to execute each solution notebook (target <= 30 s on 2 CPU cores);
 - the catalogue through the real grading path: share of correct variants at full marks
   (target 100%), of mistakes caught (100%) and named in the feedback (>= 90%);
+- where grading one notebook spends its time, phase by phase (kernel start, imports, student
+  cells, test cells, outside comparison, nbgrader bookkeeping, feedback), with kernels forked
+  from the template and started fresh, against the notebook's own cells in a plain kernel
+  (target: grading <= 1.5x those);
 - a generated class of 30 students x 7 notebooks: seconds per notebook and the speed-up of
   ``transformer-course grade`` (parallel) against serial ``nbgrader autograde`` (nbgrader's
-  CLI, same config), target >= 1.7x on 2 cores, with identical per-cell scores;
+  CLI, same config), target >= 2.5x on 2 cores with the sandbox on, identical per-cell scores;
 - training throughput (target tokens per second, forward+backward+step) of the reference
   ``Transformer`` against ``torch.nn.Transformer`` of the same size on the same batches
   (target ratio >= 0.9);

@@ -515,7 +515,7 @@ BEAM_OK = ("@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, eos_i
            "    rows = []\n    for row in src:\n        row = row[None]\n"
            "        mask = make_padding_mask(row, model.pad_id)\n        memory = model.encode(row, mask)\n"
            "        beams = [([bos_id], 0.0)]\n"
-           "        while len(beams[0][0]) < max_len and not all(t[-1] == eos_id for t, _ in beams):\n"
+           "        while max(len(t) for t, _ in beams) < max_len and not all(t[-1] == eos_id for t, _ in beams):\n"
            "            cands = []\n            for tokens, lp in beams:\n"
            "                if tokens[-1] == eos_id:\n                    cands.append((tokens, lp))\n                    continue\n"
            "                ys = torch.tensor([tokens])\n"
@@ -594,6 +594,9 @@ MISTAKES.update({
         "extends_finished": (BEAM_OK.replace("                if tokens[-1] == eos_id:\n                    cands.append((tokens, lp))\n                    continue\n", ""),
                              "carried over unchanged"),
         "copies_of_bos": (BEAM_OK.replace("beams = [([bos_id], 0.0)]", "beams = [([bos_id], 0.0)] * beam_size"), "copies of <bos>"),
+        # The loop tests the best hypothesis's length: a finished, short best one never ends it.
+        "bound_on_best": (BEAM_OK.replace("max(len(t) for t, _ in beams) < max_len", "len(beams[0][0]) < max_len"),
+                          "already hold max_len"),
         "probabilities": (BEAM_OK.replace("beams = [([bos_id], 0.0)]", "beams = [([bos_id], 1.0)]").replace(
             "step = F.log_softmax(model.generator(h[0, -1]), -1)", "step = F.softmax(model.generator(h[0, -1]), -1)").replace(
             "lp + s) for v, s", "lp * s) for v, s"), "multiply probabilities"),

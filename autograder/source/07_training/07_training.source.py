@@ -704,8 +704,9 @@ _checks.check_greedy_decode(globals())
 #
 # where $|Y|$ counts the generated tokens (`<eos>` included, `<bos>` not). With
 # $\alpha = 0$ there is no normalisation; larger $\alpha$ favours longer translations.
-# A row is done when all $k$ hypotheses it keeps are finished, or when they hold
-# `max_len` tokens; it returns its best one. With $k = 1$, beam search is greedy decoding.
+# A row is done when all $k$ hypotheses it keeps are finished, or when the unfinished ones
+# hold `max_len` tokens (a finished best hypothesis does not end the search: the others may
+# still overtake it); it returns its best one. With $k = 1$, beam search is greedy decoding.
 #
 # **Exercise 7.** Write `beam_search(model, src, max_len, bos_id, eos_id, beam_size=4,
 # length_penalty=0.6)`. It returns the same layout as `greedy_decode`. Looping over the
@@ -770,9 +771,11 @@ def beam_search(model, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int
         src_mask = make_padding_mask(row, model.pad_id)  # (1, 1, 1, S)
         memory = model.encode(row, src_mask)  # (1, S, D), once per row
         beams = [([bos_id], 0.0)]
-        while len(beams[0][0]) < max_len and not all(tokens[-1] == eos_id for tokens, _ in beams):
+        while True:
             candidates = [b for b in beams if b[0][-1] == eos_id]  # finished: carried over unchanged
             alive = [b for b in beams if b[0][-1] != eos_id]  # all of the same length
+            if not alive or len(alive[0][0]) == max_len:
+                break
             ys = torch.tensor([tokens for tokens, _ in alive], device=src.device)  # (n, t)
             states = model.decode(ys, memory.expand(len(alive), -1, -1), src_mask,
                                   make_decoder_mask(ys, model.pad_id))  # (n, t, D)
@@ -1373,9 +1376,7 @@ if not GRADING:
 # your `greedy_decode` on the same sentences.
 
 # %%
-def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """(B, L, D) -> (B, h, L, D / h)."""
-    return x.view(x.size(0), x.size(1), num_heads, -1).transpose(1, 2)
+from course_blocks import split_heads  # notebook 03's: (B, L, D) -> (B, h, L, d_k)
 
 
 @torch.no_grad()

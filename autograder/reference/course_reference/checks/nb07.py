@@ -641,6 +641,36 @@ class _Lookup(torch.nn.Module):
         return self.decode(tgt, self.encode(src, None), None, None)
 
 
+class _Endless(torch.nn.Module):
+    """``[eos]`` is the best hypothesis after one step, and every other one goes on forever (its
+    next token is almost certain, <eos> almost impossible): only the ``max_len`` bound ends the search.
+    Asked to extend hypotheses that already hold ``max_len`` tokens, it says so."""
+
+    X = 5
+
+    def __init__(self, pad_id: int, max_len: int, vocab: int = 9):
+        super().__init__()
+        self.pad_id, self.max_len, self.vocab = pad_id, max_len, vocab
+        self.generator = torch.nn.Identity()
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        return torch.zeros(src.size(0), src.size(1), 1)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask) -> torch.Tensor:
+        if tgt.size(1) >= self.max_len:
+            raise AssertionError(
+                f"beam_search went on extending hypotheses that already hold max_len={self.max_len} tokens while "
+                f"the best one was finished: end the search when the hypotheses still running hold max_len tokens "
+                f"(a loop test on the length of the best hypothesis never ends when it is a finished, short one) "
+                f"({SECTION_BEAM}).")
+        b, t = tgt.shape
+        logits = torch.full((b, t, self.vocab), -30.0)
+        logits[..., self.X] = 0.0
+        logits[..., EOS] = -20.0
+        logits[:, 0, EOS] = logits[:, 0, self.X] = math.log(0.5)
+        return logits
+
+
 class _Tree(torch.nn.Module):
     """Scripted probabilities for the hypotheses [eos], [x, eos], [x, x, eos] per source row
     (row r uses ``LOG_P[src[r, 0]]``), so that each length penalty picks a different one."""
@@ -782,6 +812,14 @@ def check_beam_search(ns: dict[str, Any]) -> None:
                        "length penalty decides between a short and a longer hypothesis", mistakes,
                        hint=f"Score each hypothesis by log P(Y) / ((5 + |Y|) / 6) ** length_penalty, |Y| its "
                             f"generated tokens ({SECTION_BEAM}).")
+    # The best hypothesis finishes at once and the others never do: max_len ends the search.
+    endless, src = _Endless(PAD, max_len=6), torch.tensor([[4, 9], [6, PAD]])
+    expected = ref.beam_search(endless, src, 6, BOS, EOS, beam_size=2, length_penalty=0.0)
+    assert_matches(_trim(beam(endless, src, 6, BOS, EOS, beam_size=2, length_penalty=0.0)), expected,
+                   "beam_search(max_len=6, beam_size=2, length_penalty=0.0) where the best hypothesis is finished "
+                   "after one step and the others never finish",
+                   hint=f"End the search at max_len tokens even while the best hypothesis is a finished one "
+                        f"({SECTION_BEAM}).")
     # beam_size=1 is greedy decoding, on a small random Transformer.
     gen = generator(707)
     transformer = Transformer(11, 13, d_model=16, num_heads=2, num_layers=2, d_ff=32, dropout=0.0, pad_id=PAD).eval()
