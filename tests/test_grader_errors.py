@@ -86,3 +86,11 @@ def test_the_guard_cell_has_its_own_timeout(repo):
     guard.metadata["course_guard"] = True
     assert client._get_timeout(guard) >= 300
     assert client._get_timeout(new_code_cell("x = 1")) == 2
+
+
+def test_kept_alembic_head_is_nbgrader_own():
+    """The gradebook revision kept in data/cache is the one nbgrader's alembic command gives."""
+    from transformer_course import nbgrader_setup
+
+    nbgrader_setup.tools_on_path()
+    assert nbgrader_setup.alembic_head() == nbgrader_setup.NBGRADER_ALEMBIC_VERSION()
