@@ -288,3 +288,32 @@ def test_kernel_template_attacks_reach_no_other_notebook(repo, tmp_path):
     assert results["f_e_leftover"].score == 11
     alive = subprocess.run(["pgrep", "-f", "pathlib.Path.cwd"], capture_output=True, text=True).stdout.split()
     assert not alive, "a process started by a notebook outlived its kernel"
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
+def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch):
+    """Every cell gives the same kinds of output (figures included: the inline backend must hook
+    into the forked kernel's shell) and the same points, forked or started fresh."""
+    import tempfile as _tempfile
+
+    from transformer_course.grade import Grader
+
+    def shapes(nb):
+        return [[(o.get("output_type"), sorted(o.get("data", {}))) for o in c.get("outputs", [])]
+                for c in nb.cells if c.cell_type == "code"]
+
+    found = {}
+    for mode in ("on", "off"):
+        monkeypatch.setenv("COURSE_FORKSERVER", mode)
+        grader = Grader(tmp_path / mode, repo, GRADING_TIMEOUT)
+        for name in ("01_self_attention", "05_positional_encoding"):
+            assignment = repo.assignment(name)
+            result = grader.grade("ada", assignment, repo.sample_class / "ada" / name / f"{name}.ipynb", "",
+                                  Path(_tempfile.mkdtemp(dir=tmp_path)))
+            nb = nbformat.read(grader.autograded(assignment), as_version=4)
+            found[(mode, name)] = (result.score, shapes(nb))
+        forkserver.stop_all()
+    for name in ("01_self_attention", "05_positional_encoding"):
+        assert found[("on", name)] == found[("off", name)], name
+    figures = [keys for cell in found[("on", "01_self_attention")][1] for _, keys in cell if "image/png" in keys]
+    assert figures, "notebook 01 draws figures; the forked kernel showed none"

@@ -36,8 +36,10 @@ from jupyter_client.provisioning import LocalProvisioner
 from . import sandbox
 
 # Imported by the template once: what the course's notebooks import, and the kernel itself.
-WARM = ["torch", "numpy", "matplotlib", "matplotlib.pyplot", "matplotlib_inline.backend_inline", "seaborn",
-        "IPython", "ipykernel.kernelapp", "ipykernel.ipkernel"]
+# Not matplotlib_inline.backend_inline: imported before the kernel's shell exists, it never hooks
+# into it, and figures would not show (tests/test_tamper.py compares outputs with a fresh kernel).
+WARM = ["torch", "numpy", "matplotlib", "matplotlib.pyplot", "seaborn", "IPython", "ipykernel.kernelapp",
+        "ipykernel.ipkernel"]
 # Variables read when Python or torch start: a kernel asking for other values gets a new template.
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "LD_PRELOAD", "LD_LIBRARY_PATH")
