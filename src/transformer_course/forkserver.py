@@ -163,9 +163,7 @@ class ForkProvisioner(LocalProvisioner):
                    "connection": Path(km.connection_file).read_text()}
         for _ in range(2):  # a template that died (a notebook may kill it): once more, with a new one
             try:
-                # The folder of connection files is hidden: other kernels' keys (the grader's own too).
-                hidden = [*km.hidden, os.path.dirname(os.path.realpath(km.connection_file))]
-                self.fork_server = server(cmd[0], hidden, km.readonly, km.writable, env)
+                self.fork_server = server(cmd[0], km.kernel_hidden(), km.readonly, km.writable, env)
                 self.fork_pid = int(self.fork_server.request(request)["pid"])
                 self.forked = True
                 self.pid, self.cwd = self.fork_pid, kwargs.get("cwd")

@@ -34,6 +34,14 @@ MAX_FEEDBACK = 400
 MOUNTED = ("autograded", "reference")
 
 
+def _remove(path: Path) -> None:
+    """Delete a file, a link or a whole folder (a link to a folder: the link only)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 class GraderError(RuntimeError):
     """The grader itself failed on a notebook (nbgrader, the guard, our code): not the student's doing."""
 
@@ -179,14 +187,9 @@ class Grader:
         for child in self.work.iterdir():
             if child.name in MOUNTED and child.is_dir() and not child.is_symlink():
                 for inner in child.iterdir():  # emptied, not replaced: a running sandbox mounts the folder
-                    if inner.is_dir() and not inner.is_symlink():
-                        shutil.rmtree(inner, ignore_errors=True)
-                    else:
-                        inner.unlink(missing_ok=True)
-            elif child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
+                    _remove(inner)
             else:
-                child.unlink(missing_ok=True)
+                _remove(child)
         for relative, data in self._pristine.items():
             path = self.work / relative
             path.parent.mkdir(parents=True, exist_ok=True)

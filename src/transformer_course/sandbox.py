@@ -152,9 +152,14 @@ class SandboxedKernelManager(AsyncKernelManager):
         cmd = super().format_kernel_cmd(extra_arguments)
         return cmd if self._forked else self.sandboxed_cmd(cmd)
 
+    def kernel_hidden(self) -> list[str]:
+        """The folders hidden from the kernel: ``hidden`` and the folder of connection files (other
+        kernels' keys, the grader's own too)."""
+        return [*self.hidden, os.path.dirname(os.path.realpath(self.connection_file))]
+
     def sandboxed_cmd(self, cmd: list[str]) -> list[str]:
         """``cmd`` in a sandbox of its own."""
         connection = os.path.realpath(self.connection_file)  # this kernel's only: not the others' keys
-        return command(cmd, [*self.hidden, os.path.dirname(connection)], [*self.readonly, connection],
+        return command(cmd, self.kernel_hidden(), [*self.readonly, connection],
                        [*self.writable, *([self._sockets] if self._sockets else [])],
                        network=not self._sockets)
