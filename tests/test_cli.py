@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
+from transformer_course import forkserver
 from transformer_course.cli import main
 
 from .conftest import GRADING_TIMEOUT
@@ -21,6 +24,49 @@ def test_check_prints_the_exercise_table(repo, tmp_path, capsys):
     assert "01_self_attention: 9 / 11" in printed
     assert "ok softmax" in printed and "-- attention_scores" in printed
     assert "axes swapped" in printed
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
+def test_check_forks_its_kernel_from_the_template_started_before_the_grader_sets_up(repo, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """`check` starts the kernel template first (it imports torch while this process sets up
+    nbgrader); the kernel must then come from that template, not from a second one."""
+    from transformer_course import grade
+
+    events = []
+    real_server, real_setup = forkserver.ForkServer.__init__, grade.generated_course
+
+    def server(self, *args, **kwargs):
+        events.append("template")
+        real_server(self, *args, **kwargs)
+
+    def setup(*args, **kwargs):
+        events.append("nbgrader set-up")
+        return real_setup(*args, **kwargs)
+
+    monkeypatch.setattr(forkserver.ForkServer, "__init__", server)
+    monkeypatch.setattr(grade, "generated_course", setup)
+    nb = tmp_path / "01_self_attention.ipynb"
+    shutil.copyfile(repo.solutions / "01_self_attention.ipynb", nb)
+    assert main(["check", str(nb), "--timeout", str(GRADING_TIMEOUT)]) == 0
+    assert "01_self_attention: 11 / 11" in capsys.readouterr().out
+    assert events == ["template", "nbgrader set-up"], events
+
+
+def test_the_cli_leaves_out_a_slow_optional_import_and_still_validates_notebooks(repo):
+    """The CLI keeps jsonschema from importing rfc3987_syntax (0.8 s a command); nbformat still
+    validates notebooks, and rejects an invalid one."""
+    import subprocess
+    import sys
+
+    code = ("import sys, transformer_course.cli, nbformat\n"  # the console script imports the CLI first
+            "assert sys.modules.get('rfc3987_syntax') is None\n"
+            f"nbformat.validate(nbformat.read({str(repo.solutions / '01_self_attention.ipynb')!r}, as_version=4))\n"
+            "bad = nbformat.v4.new_notebook(); bad.cells.append({'cell_type': 'code'})\n"
+            "try:\n    nbformat.validate(bad)\nexcept nbformat.ValidationError:\n    print('rejected')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "rejected"
 
 
 def test_check_finds_the_assignment_of_a_renamed_notebook(repo, tmp_path, capsys):

@@ -119,3 +119,53 @@ def test_exact_values_must_be_equal(repo):
     entries[0] = (what, flipped, tol)
     assert "values differ" in verify.compare(repo.reference, notebook, source, _payload(entries))
 
+
+
+def test_warming_in_a_thread_gives_the_records_a_cold_run_gives(repo):
+    """`check` runs the test cells on the reference in a thread while the kernel runs: the records
+    it leaves must be those a cold, serial run computes, also with a second thread asking at once."""
+    import threading
+
+    tests = [(nb, src) for nb, _, src in _hidden_tests(repo) if nb.startswith("07")]
+    reference = str(repo.reference.resolve())
+    verify.expected_record.cache_clear()
+    cold = [verify.expected_record(reference, nb, src) for nb, src in tests]
+    verify.expected_record.cache_clear()
+    sources = [src for _, src in tests]
+    warmer = threading.Thread(target=verify.warm, args=(repo.reference, tests[0][0], sources))
+    warmer.start()
+    asked = [verify.expected_record(reference, nb, src) for nb, src in reversed(tests)][::-1]
+    warmer.join()
+    hits = verify.expected_record.cache_info().hits
+    for got, want in zip(asked, cold, strict=True):
+        assert not isinstance(want, str), want
+        assert len(got) == len(want)
+        for (what, value, _), (what_cold, value_cold, _) in zip(got, want, strict=True):
+            assert what == what_cold
+            assert (torch.equal(value, value_cold) if isinstance(value, torch.Tensor) else value == value_cold), what
+    assert hits >= 1
+
+
+def test_the_copy_model_is_trained_once_and_each_caller_gets_the_same_fresh_copy(repo):
+    """nb07's hidden tests share one reference-trained copy model per kernel: a second call returns
+    equal weights in a new module, and leaves torch's random state as training it again would."""
+    verify._reference_modules(repo.reference)
+    checks = importlib.import_module("course_reference.checks.nb07")
+    notebook = next(repo.source.glob("07_*/*.ipynb"))
+    cell = next(c.source for c in nbformat.read(notebook, as_version=4).cells if "def copy_task_batches" in c.source)
+    helper = cell[cell.index("def copy_task_batches"):]
+    namespace = {"torch": torch, "BOS_ID": 2, "EOS_ID": 3}
+    exec(helper[:helper.index("\n\n\n")], namespace)  # the notebook's batch helper only
+    checks._COPY_MODELS.clear()
+    first = checks.copy_model(namespace)
+    after_training = torch.random.get_rng_state()
+    torch.manual_seed(123)
+    second = checks.copy_model(namespace)
+    assert torch.equal(torch.random.get_rng_state(), after_training)
+    assert first is not second
+    for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with torch.no_grad():
+        next(first.parameters()).add_(1.0)  # one caller's change does not reach the next
+    third = checks.copy_model(namespace)
+    assert torch.equal(next(third.parameters()), next(second.parameters()))

@@ -40,7 +40,8 @@ import torch
 
 from .build import convert_sources, run_solution
 from .layout import Repo
-from .nbgrader_setup import environ, reference_on_path, tools_on_path
+from .nbgrader_setup import tools_on_path
+from .workarea import environ, reference_on_path
 
 # Students of the sample class whose notebooks run to the end (no endless loop, no crash):
 # the comparison is about grading overhead, not about waiting out a timeout.

@@ -21,7 +21,8 @@ from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
 from .layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo
-from .nbgrader_setup import KERNEL_ARGS, environ, generated_course
+from .nbgrader_setup import KERNEL_ARGS, generated_course
+from .workarea import environ
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 BUILD_KEY = "course_build"  # solution notebook metadata: the digest of the inputs it ran with

@@ -142,6 +142,8 @@ CORRECT.update({
         "ne_index": "def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, None, :]",
         "unsqueeze": "def make_padding_mask(tokens, pad_id):\n    return tokens.ne(pad_id).unsqueeze(1).unsqueeze(2)",
         "view": "def make_padding_mask(tokens, pad_id):\n    b, l = tokens.shape\n    return ~(tokens == pad_id).view(b, 1, 1, l)",
+        "filled": "def make_padding_mask(tokens, pad_id):\n    mask = torch.ones(tokens.shape, dtype=torch.bool, device=tokens.device)\n    mask[tokens == pad_id] = False\n    return mask[:, None, None, :]",
+        "tensor_pad": "def make_padding_mask(tokens, pad_id):\n    return tokens.ne(torch.tensor(pad_id))[:, None, None, :]",
     },
     "make_causal_mask": {
         "tril": "def make_causal_mask(size, device=None):\n    return torch.tril(torch.ones(size, size, dtype=torch.bool, device=device)).view(1, 1, size, size)",
@@ -196,6 +198,7 @@ MISTAKES.update({
         "three_dims": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id).unsqueeze(1)", "(B, 1, L)"),
         "hardcoded_zero": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != 0)[:, None, None, :]", "ignores pad_id"),
         "float": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id).float()[:, None, None, :]", "bool"),
+        "new_on_cpu": ("def make_padding_mask(tokens, pad_id):\n    mask = torch.ones(tokens.shape, dtype=torch.bool)\n    mask[tokens == pad_id] = False\n    return mask[:, None, None, :]", "device of `tokens`"),
     },
     "make_causal_mask": {
         "subsequent": ("def make_causal_mask(size, device=None):\n    return torch.ones(size, size, dtype=torch.bool, device=device).triu(1)[None, None]", "FUTURE"),
@@ -207,6 +210,7 @@ MISTAKES.update({
         "or": ("def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) | make_causal_mask(tokens.size(1))", "OR"),
         "padding_only": ("def make_decoder_mask(tokens, pad_id):\n    t = tokens.size(1)\n    return make_padding_mask(tokens, pad_id).expand(-1, -1, t, -1)", "padding mask only"),
         "queries": ("def make_decoder_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, :, None] & make_causal_mask(tokens.size(1))", "QUERIES"),
+        "causal_on_cpu": ("def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1))", "device of `tokens`"),
     },
     "sinusoidal_positional_encoding": {
         "swapped": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pe = torch.zeros(max_len, d_model)\n    pos = torch.arange(max_len)[:, None].float()\n    div = 10000 ** (torch.arange(0, d_model, 2).float() / d_model)\n    pe[:, 0::2] = torch.cos(pos / div)\n    pe[:, 1::2] = torch.sin(pos / div)\n    return pe", "swapped"),

@@ -27,6 +27,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -72,19 +73,13 @@ def sockets_root() -> str:
 
 class ForkServer:
     """One sandbox with one template; :meth:`request` sends it one JSON line and reads one back.
+    The template imports for a few seconds after it starts: the first request waits for it."""
 
-    Raises:
-        TemplateError: the template did not start.
-    """
-
-    def __init__(self, python: str, hidden: list[str], readonly: list[str], writable: list[str], env: dict):
+    def __init__(self, cmd: list[str], env: dict):
         self.env = {k: env.get(k) for k in STARTUP_ENV}
-        source = Path(__file__).with_name("kernel_template.py").read_text()
-        cmd = sandbox.command([python, "-c", source, *WARM], hidden, readonly, [*writable, sockets_root()],
-                              network=False)
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", text=True)
-        self.request(None, READY_TIMEOUT)
+        self.ready = False
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -93,8 +88,11 @@ class ForkServer:
         """Send ``message`` (None: only read) and return the reply.
 
         Raises:
-            TemplateError: no reply within ``timeout`` seconds, or the template is gone.
+            TemplateError: the template did not start, did not reply within ``timeout`` seconds, or is gone.
         """
+        if not self.ready:
+            self.ready = True
+            self.request(None, READY_TIMEOUT)
         try:
             if message is not None:
                 self.process.stdin.write(json.dumps(message) + "\n")
@@ -114,23 +112,33 @@ class ForkServer:
             self.process.wait(10)
 
 
-_SERVERS: dict[tuple, ForkServer] = {}
+_SERVERS: dict[tuple[str, ...], ForkServer] = {}
 
 
 def server(python: str, hidden: list[str], readonly: list[str], writable: list[str], env: dict) -> ForkServer:
-    """This process's running template for these mounts and start-up variables (started if needed).
-
-    Raises:
-        TemplateError: a new template did not start.
-    """
-    key = (python, tuple(hidden), tuple(readonly), tuple(writable))
+    """This process's template for kernels run by ``python`` with these mounts and start-up
+    variables, started if there is none (it may still be importing: see :class:`ForkServer`)."""
+    source = Path(__file__).with_name("kernel_template.py").read_text()
+    # The sandbox's command itself is the key: it also records which of the folders existed.
+    cmd = sandbox.command([python, "-c", source, *WARM], hidden, readonly, [*writable, sockets_root()],
+                          network=False)
+    key = tuple(cmd)
     current = _SERVERS.get(key)
     if current is not None and (not current.alive() or current.env != {k: env.get(k) for k in STARTUP_ENV}):
         _SERVERS.pop(key).stop()
         current = None
     if current is None:
-        current = _SERVERS[key] = ForkServer(python, hidden, readonly, writable, env)
+        current = _SERVERS[key] = ForkServer(cmd, env)
     return current
+
+
+def prestart(hidden: list[str], readonly: list[str], writable: list[str], env: dict) -> None:
+    """Start the template that this process's next kernels with these settings will be forked from
+    (:class:`~.sandbox.SandboxedKernelManager`'s ``hidden``, ``readonly``, ``writable``; the
+    kernel's environment), without waiting: it imports while the grader sets up. Nothing happens
+    when kernels are not forked; a template no kernel asks for is stopped by :func:`stop_all`."""
+    if enabled():
+        server(sys.executable, [*hidden, sandbox.connections_dir()], readonly, writable, env)
 
 
 def stop_all() -> None:

@@ -11,6 +11,7 @@ import html
 import os
 import re
 import shutil
+import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,11 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from . import forkserver
+from . import forkserver, workarea
 from .build import convert_sources
-from .layout import GRADER_ERROR, SOURCE_SUFFIX, Assignment, Repo
-from .nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, reference_on_path
+from .layout import GRADER_ERROR, Assignment, Repo
+from .nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, trusted_tests
+from .workarea import MOUNTED, reference_on_path
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
 warnings.filterwarnings("ignore", message="Object of type <Submitted")
@@ -30,8 +32,6 @@ warnings.filterwarnings("ignore", message="Object of type <Submitted")
 # a leading '-', glob characters) is graded, and nbgrader never has to parse one.
 WORK_STUDENT = "student"
 MAX_FEEDBACK = 400
-# Folders of a work area that the kernels' sandbox mounts (sandbox.py via make_config): kept, never replaced.
-MOUNTED = ("autograded", "reference")
 
 
 def _remove(path: Path) -> None:
@@ -164,28 +164,28 @@ class Grader:
     """
 
     def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
-                 notebook_timeout: int = 1800, max_output_mb: float = 10.0, only: str | None = None):
-        """``only``: set up this assignment alone (one notebook to grade: a second of set-up, not seven)."""
+                 notebook_timeout: int = 1800, max_output_mb: float = 10.0, only: str | None = None,
+                 created: bool = False):
+        """``only``: set up this assignment alone (one notebook to grade: a second of set-up, not seven).
+        ``created``: ``work`` was laid out by :func:`.workarea.create` already (its kernel template
+        may still be importing); otherwise it is created (emptied first) here."""
         self.repo = repo or Repo()
         self.work = work = work.resolve()  # nbgrader resolves a relative path inside its course root
         self.timeout = timeout
+        if not created:
+            workarea.create(work, self.repo)  # the template imports while nbgrader sets up
         self.assignments = [a for a in convert_sources(self.repo) if only in (None, a.name)]
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", f"*{SOURCE_SUFFIX}")
-        shutil.copytree(self.repo.source, work / "source", ignore=ignore)
-        shutil.copytree(self.repo.reference, work / "reference", ignore=ignore)
+        shutil.copytree(self.repo.source, work / "source", ignore=workarea.IGNORED)
         self.api = generated_course(work, self.repo, self.assignments, timeout=timeout, memory_mb=memory_mb,
                                     notebook_timeout=notebook_timeout, max_output_mb=max_output_mb, sandbox=True,
                                     source=work / "source")
         self.coursedir = self.api.coursedir
-        (work / "autograded").mkdir(exist_ok=True)
         self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
 
     def _reset(self) -> None:
         """Put the work area back to its state after set-up, byte for byte."""
         for child in self.work.iterdir():
-            if child.name in MOUNTED and child.is_dir() and not child.is_symlink():
+            if child.name in MOUNTED.values() and child.is_dir() and not child.is_symlink():
                 for inner in child.iterdir():  # emptied, not replaced: a running sandbox mounts the folder
                     _remove(inner)
             else:
@@ -197,7 +197,7 @@ class Grader:
 
     def autograded(self, assignment: Assignment) -> Path:
         """Where nbgrader leaves the autograded notebook of the last :meth:`grade`."""
-        return self.work / "autograded" / WORK_STUDENT / assignment.name / f"{assignment.notebook}.ipynb"
+        return self.work / MOUNTED["writable"] / WORK_STUDENT / assignment.name / f"{assignment.notebook}.ipynb"
 
     def grade_cells(self, assignment: Assignment) -> dict[str, float]:
         """Points of each graded cell in the gradebook, for the last :meth:`grade` of ``assignment``."""
@@ -217,7 +217,7 @@ class Grader:
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
         autograded = self.autograded(assignment)
-        with reference_on_path(self.work / "reference"):
+        with reference_on_path(self.work / MOUNTED["readonly"]):
             log = self.api.autograde(assignment.name, WORK_STUDENT, force=True, create=True)
         if not autograded.is_file():  # nbgrader drops the notebook when the kernel dies
             text = log.get("log", "") + "\n" + (log.get("error") or "")
@@ -405,11 +405,12 @@ def _known_exercises(nb_path: Path) -> set[str]:
     return {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells} - {None}
 
 
-def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Path | None = None
-          ) -> SubmissionResult:
+def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Path | None = None,
+          created: bool = False) -> SubmissionResult:
     """Grade one notebook for a self-learner, without their own gradebook.
 
-    The assignment is found from the file name, its folder, or its answer cells.
+    The assignment is found from the file name, its folder, or its answer cells. ``work``: the
+    work area (default: a temporary one); ``created``: laid out already (:func:`.workarea.create`).
 
     Raises:
         FileNotFoundError: the notebook does not exist.
@@ -431,13 +432,25 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
                          f"{', '.join(a.name for a in assignments)})")
     assignment = match[0]
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
-        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout, only=assignment.name)
+        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout, only=assignment.name,
+                        created=created and work is not None)
+        # The grader runs the test cells again on the reference in this process (torch) to compare
+        # the values they checked: done while the kernel runs the notebook, not after it.
+        tests = list(trusted_tests(grader.work / "source" / assignment.name / f"{assignment.notebook}.ipynb").values())
+        threading.Thread(target=_warm_verify, args=(repo.reference, assignment.notebook, tests), daemon=True).start()
         try:
             return grader.grade("self", assignment, notebook.resolve(), "")
         except GraderError as exc:
             return grader_failure("self", assignment, exc)
         finally:
             forkserver.stop_all()  # its kernel template mounts the folder about to be removed
+
+
+def _warm_verify(reference: Path, notebook: str, tests: list[str]) -> None:
+    from . import verify  # imports torch
+
+    verify.torch.set_num_threads(1)  # the kernel runs on the cores meanwhile: one is enough here
+    verify.warm(reference, notebook, tests)
 
 
 def grader_failure(student_id: str, assignment: Assignment, exc: BaseException) -> SubmissionResult:

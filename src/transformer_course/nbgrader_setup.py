@@ -10,7 +10,6 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -27,7 +26,8 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, Overwri
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
-from .layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo, exercise_of
+from .layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
+from .workarea import kernel_mounts
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
@@ -57,6 +57,12 @@ def _grade_id(cell: NotebookNode) -> str | None:
 def _is_test(cell: NotebookNode) -> bool:
     meta = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def trusted_tests(source_notebook: Path) -> dict[str, str]:
+    """Test cells of an assignment's source notebook, hidden tests included, by grade_id: the only
+    notebook code that runs in the grader's own process (:mod:`.verify`, on the reference)."""
+    return {_grade_id(c): c.source for c in nbformat.read(source_notebook, as_version=4).cells if _is_test(c)}
 
 
 class RestoreTestCells(Preprocessor):
@@ -143,12 +149,10 @@ class UnguardNotebook(Preprocessor):
         config=True)
 
     def _trusted_tests(self, resources) -> dict[str, str]:
-        """Test cells of the source notebook, hidden tests included, by grade_id: only their code
-        runs in this process."""
         path = _assignment_notebook(self.source_dir, resources)
         if not (self.source_dir and self.reference and path.is_file()):
             return {}
-        return {_grade_id(c): c.source for c in nbformat.read(path, as_version=4).cells if _is_test(c)}
+        return trusted_tests(path)
 
     def preprocess(self, nb, resources):
         secret = resources.pop("course_guard", None)
@@ -370,11 +374,11 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     if sandbox:
         root = Path(course_root).resolve()
         c.KeepGradesOnCrash.sandboxed = True
-        # The work area's parents: the other workers' areas and the class output (OUT/.work/<worker>).
-        c.SandboxedKernelManager.hidden = [str(repo.root), str(root.parent.parent), str(root.parent), str(root)]
-        c.SandboxedKernelManager.readonly = [sys.base_prefix, sys.prefix, str(root / "reference")]
-        c.SandboxedKernelManager.writable = [str(root / "autograded")]
+        for name, folders in kernel_mounts(root, repo).items():
+            setattr(c.SandboxedKernelManager, name, folders)
     return c
+
+
 
 
 def generated_course(course_root: Path, repo: Repo, assignments: list, error: type[Exception] = RuntimeError,
@@ -438,25 +442,3 @@ def tools_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([scripts, *parts])
 
 
-@contextlib.contextmanager
-def environ(**values: str) -> Iterator[None]:
-    """Set environment variables for the block (kernels started inside inherit them), then restore."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def reference_on_path(reference: Path) -> contextlib.AbstractContextManager[None]:
-    """Let kernels started inside the block import the hidden reference (the folder holding
-    ``course_reference``), and tell notebooks that they are being graded (notebook 07 then
-    skips training). Kernels write no bytecode, so none of it outlives a grade."""
-    current = os.environ.get("PYTHONPATH")
-    return environ(PYTHONPATH=os.pathsep.join([str(reference)] + ([current] if current else [])),
-                   PYTHONDONTWRITEBYTECODE="1", **{GRADING_ENV: "1"})

@@ -20,6 +20,7 @@ without it and :func:`warning` says so.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -114,6 +115,19 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
     return [*args, "--", *cmd]
 
 
+_CONNECTIONS: list[str] = []
+
+
+def connections_dir() -> str:
+    """This process's folder for its kernels' connection files (hidden from every kernel: they
+    hold the other kernels' keys). Known before any kernel starts, so that a kernel template can
+    be started ahead of its first kernel with the same mounts (:func:`.forkserver.prestart`)."""
+    if not _CONNECTIONS or not os.path.isdir(_CONNECTIONS[0]):
+        _CONNECTIONS[:] = [os.path.realpath(tempfile.mkdtemp(prefix="tc-connections-"))]
+        atexit.register(shutil.rmtree, _CONNECTIONS[0], ignore_errors=True)
+    return _CONNECTIONS[0]
+
+
 class SandboxedKernelManager(AsyncKernelManager):
     """jupyter_client's kernel manager, starting the kernel through :func:`command`, or forked
     from the worker's warm template in the same sandbox (:mod:`.forkserver`)."""
@@ -132,6 +146,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.provisioner = forkserver.ForkProvisioner(kernel_id=self.kernel_id, kernel_spec=self.kernel_spec,
                                                           parent=self)
             self._forked = True
+        if not self.connection_file:
+            self.connection_file = os.path.join(connections_dir(), f"kernel-{uuid.uuid4()}.json")
         # Without a network the kernel cannot serve TCP to this process: its sockets become
         # files in a folder of its own, the only one both sides see.
         if isolates_network():

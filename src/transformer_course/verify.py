@@ -19,6 +19,7 @@ import functools
 import importlib
 import io
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ def _reference_modules(reference: Path) -> None:
         sys.path.insert(0, root)
 
 
+_RUNNING = threading.Lock()  # one reference run at a time: they share checks.RECORD and torch's RNG
+
+
 @functools.lru_cache(maxsize=256)
 def expected_record(reference: str, notebook: str, source: str) -> tuple[tuple[str, Any, Any], ...] | str:
     """What the test cell ``source`` of ``notebook`` records when it runs on the reference.
@@ -41,6 +45,18 @@ def expected_record(reference: str, notebook: str, source: str) -> tuple[tuple[s
     Returns the record, or a string saying why the test could not run on the reference
     (a grader bug; the caller keeps the kernel's verdict then).
     """
+    with _RUNNING:
+        return _run_on_reference(reference, notebook, source)
+
+
+def warm(reference: Path, notebook: str, sources: list[str]) -> None:
+    """Run the test cells ``sources`` of ``notebook`` on the reference now (in a thread, while the
+    kernel runs the notebook), so that :func:`compare` finds their records computed."""
+    for source in sources:
+        expected_record(str(Path(reference).resolve()), notebook, source)
+
+
+def _run_on_reference(reference: str, notebook: str, source: str) -> tuple[tuple[str, Any, Any], ...] | str:
     _reference_modules(Path(reference))
     checks = importlib.import_module(f"{PACKAGE}.checks")
     number = notebook.split("_", 1)[0]

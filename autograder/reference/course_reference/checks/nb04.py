@@ -36,6 +36,28 @@ def _assert_mask(got: Any, expected: torch.Tensor, what: str, mistakes: dict[str
     record(what, got)
 
 
+def _on_input_device(call: Any, message: str) -> None:
+    """Whether ``call(device)`` returns its mask on ``device`` (its inputs are made there).
+
+    First with CPU inputs while tensors made without ``device=`` default to "meta": a mask built
+    from its inputs, or on the device it is given, comes back on the CPU. Anything else (a 0-dim
+    ``torch.tensor(pad_id)`` meeting CPU tokens) is decided on "meta" inputs, which is slower: the
+    first comparison on "meta" imports for about a second.
+    """
+    try:
+        with torch.device("meta"):
+            if getattr(call(torch.device("cpu")), "device", None) == torch.device("cpu"):
+                return
+    except Exception:  # noqa: BLE001 (decided below)
+        pass
+    try:
+        out = call(torch.device("meta"))
+    except Exception:  # noqa: BLE001 (a tensor made on the CPU met one on "meta")
+        out = None
+    if getattr(out, "device", None) != torch.device("meta"):
+        raise AssertionError(message)
+
+
 def _tokens(gen: torch.Generator, lengths: list[int], length: int, pad_id: int) -> torch.Tensor:
     tokens = torch.randint(pad_id + 1, pad_id + 20, (len(lengths), length), generator=gen)
     for row, n in enumerate(lengths):
@@ -65,9 +87,9 @@ def check_make_padding_mask(ns: dict[str, Any]) -> None:
         _assert_mask(make_padding_mask(tokens, pad_id), expected,
                      f"make_padding_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})", mistakes,
                      hint=f"Expected (tokens != pad_id) with shape (B, 1, 1, L) ({SECTION_PADDING}).")
-    meta = make_padding_mask(torch.zeros(2, 3, dtype=torch.long, device="meta"), 0)
-    if getattr(meta, "device", None) != torch.device("meta"):
-        raise AssertionError("make_padding_mask must return the mask on the device of `tokens`.")
+    _on_input_device(lambda device: make_padding_mask(torch.tensor([[4, 5, 0]], device=device), 0),
+                     "make_padding_mask must return the mask on the device of `tokens`: build it from tokens "
+                     "(a new tensor needs device=tokens.device).")
 
 
 def check_make_causal_mask(ns: dict[str, Any]) -> None:
@@ -88,10 +110,9 @@ def check_make_causal_mask(ns: dict[str, Any]) -> None:
         _assert_mask(make_causal_mask(size), expected, f"make_causal_mask({size})", mistakes,
                      hint=f"Expected torch.ones(size, size, dtype=torch.bool).tril() with shape (1, 1, size, size) "
                           f"({SECTION_CAUSAL}).")
-    meta = make_causal_mask(3, device="meta")
-    if getattr(meta, "device", None) != torch.device("meta"):
-        raise AssertionError("make_causal_mask(size, device=d) must create the mask on device d "
-                             "(pass device= to the tensor constructor).")
+    _on_input_device(lambda device: make_causal_mask(3, device=device),
+                     "make_causal_mask(size, device=d) must create the mask on device d "
+                     "(pass device= to the tensor constructor).")
     default = make_causal_mask(3)
     if default.device != torch.device("cpu"):
         raise AssertionError("make_causal_mask(size) with no device should give a CPU tensor.")
@@ -122,7 +143,6 @@ def check_make_decoder_mask(ns: dict[str, Any]) -> None:
                      hint=f"Expected make_padding_mask(tokens, pad_id) & make_causal_mask(T), shape (B, 1, T, T) "
                           f"({SECTION_DECODER}).")
     with reference_for(ns, **upstream("make_padding_mask", "make_causal_mask")):
-        meta = make_decoder_mask(torch.zeros(2, 3, dtype=torch.long, device="meta"), 0)
-    if getattr(meta, "device", None) != torch.device("meta"):
-        raise AssertionError("make_decoder_mask must build its mask on the device of `tokens` "
-                             "(make_causal_mask(T, device=tokens.device)).")
+        _on_input_device(lambda device: make_decoder_mask(torch.tensor([[4, 5, 0]], device=device), 0),
+                         "make_decoder_mask must build its mask on the device of `tokens` "
+                         "(make_causal_mask(T, device=tokens.device)).")

@@ -3,6 +3,7 @@ a few steps on tiny synthetic data, compared with the reference."""
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -464,14 +465,27 @@ def _flat_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Ten
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=PAD)
 
 
+_COPY_MODELS: dict[Any, tuple[torch.nn.Module, torch.Tensor]] = {}  # by the notebook's batch function
+
+
 def copy_model(ns: dict[str, Any]) -> torch.nn.Module:
     """The notebook's copy-task model trained with the REFERENCE train_epoch, so that the
-    greedy_decode test does not depend on the student's train_epoch."""
+    greedy_decode test does not depend on the student's train_epoch. Trained once per kernel
+    (a second); each call gets its own copy and leaves torch's random state as training does."""
+    batches = ns["copy_task_batches"]
+    if batches not in _COPY_MODELS:
+        model = _train_copy_model(batches)
+        _COPY_MODELS[batches] = model, torch.random.get_rng_state()
+    model, state = _COPY_MODELS[batches]
+    torch.random.set_rng_state(state)
+    return copy.deepcopy(model)
+
+
+def _train_copy_model(batches: Any) -> torch.nn.Module:
     torch.manual_seed(0)
     model = Transformer(12, 12, d_model=32, num_heads=4, num_layers=1, d_ff=64, dropout=0.0)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     loss_fn = _flat_cross_entropy
-    batches = ns["copy_task_batches"]
     ref.train_epoch(model, batches(1), optimizer, None, loss_fn, "cpu", max_grad_norm=1.0)
     for epoch in range(3):
         ref.train_epoch(model, batches(60, seed=epoch + 1), optimizer, None, loss_fn, "cpu", max_grad_norm=1.0)

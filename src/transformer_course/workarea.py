@@ -1,0 +1,70 @@
+"""A grading work area: the nbgrader course root one grading process (or one ``check``) grades in.
+
+Kept light (no nbgrader, no nbconvert): ``transformer-course check`` lays the area out and starts
+its kernel template (:mod:`.forkserver`) first, so that the template imports torch while this
+process is still importing nbgrader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from . import forkserver
+from .layout import GRADING_ENV, SOURCE_SUFFIX, Repo
+
+# Folders of a work area that grading kernels see (read-only, writable). A running sandbox mounts
+# them, so the grader keeps them in place between notebooks and empties them instead.
+MOUNTED = {"readonly": "reference", "writable": "autograded"}  # autograded/: nbgrader's, where kernels run
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", f"*{SOURCE_SUFFIX}")
+
+
+def kernel_mounts(course_root: Path, repo: Repo) -> dict[str, list[str]]:
+    """What a grading kernel of ``course_root`` may not see (``hidden``), may read inside it
+    (``readonly``) and may write (``writable``): :class:`~.sandbox.SandboxedKernelManager`'s settings."""
+    root = course_root.resolve()
+    return {
+        # The work area's parents: the other workers' areas and the class output (OUT/.work/<worker>).
+        "hidden": [str(repo.root), str(root.parent.parent), str(root.parent), str(root)],
+        "readonly": [sys.base_prefix, sys.prefix, str(root / MOUNTED["readonly"])],
+        "writable": [str(root / MOUNTED["writable"])],
+    }
+
+
+def create(work: Path, repo: Repo) -> None:
+    """Make ``work`` (emptied first) a work area holding the hidden reference and an empty
+    ``autograded/``, and start the kernel template its kernels will be forked from."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    shutil.copytree(repo.reference, work / MOUNTED["readonly"], ignore=IGNORED)
+    (work / MOUNTED["writable"]).mkdir()
+    with reference_on_path(work / MOUNTED["readonly"]):
+        forkserver.prestart(**kernel_mounts(work, repo), env=dict(os.environ))
+
+
+@contextlib.contextmanager
+def environ(**values: str) -> Iterator[None]:
+    """Set environment variables for the block (kernels started inside inherit them), then restore."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def reference_on_path(reference: Path) -> contextlib.AbstractContextManager[None]:
+    """Let kernels started inside the block import the hidden reference (the folder holding
+    ``course_reference``), and tell notebooks that they are being graded (notebook 07 then
+    skips training). Kernels write no bytecode, so none of it outlives a grade."""
+    current = os.environ.get("PYTHONPATH")
+    return environ(PYTHONPATH=os.pathsep.join([str(reference)] + ([current] if current else [])),
+                   PYTHONDONTWRITEBYTECODE="1", **{GRADING_ENV: "1"})
