@@ -36,3 +36,26 @@ def test_solutions_link_back_to_the_student_notebook(repo, name):
     nb = nbformat.read(repo.solutions / f"{assignment.notebook}.ipynb", as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "markdown")
     assert f"course/{name}/{assignment.notebook}.ipynb" in first.source
+
+
+@pytest.mark.parametrize("name", ["01_self_attention", "06_transformer"])
+def test_an_unwritten_exercise_shows_the_test_and_the_stub_without_torch_frames(repo, name):
+    """A stub's NotImplementedError, raised inside an nn.Module's forward, shows the test cell and
+    the answer cell only (the setup cell drops PyTorch's Module.__call__ frames), and the cell still
+    fails, so "Run All" stops there."""
+    from nbclient import NotebookClient
+
+    assignment = repo.assignment(name)
+    nb = nbformat.read(repo.course / name / f"{assignment.notebook}.ipynb", as_version=4)
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(repo.course / name)}}).execute()
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    errors = [ansi.sub("", "\n".join(o.traceback)) for c in nb.cells for o in c.get("outputs", [])
+              if o.get("output_type") == "error" and o.get("ename") == "NotImplementedError"]
+    assert errors, "the release should raise NotImplementedError in its unwritten exercises"
+    through_modules = [text for text in errors if "forward(self" in text]
+    assert through_modules, "expected at least one stub inside an nn.Module's forward"
+    for text in errors:
+        assert "torch/nn/modules/module.py" not in text, text
+        assert "YOUR CODE HERE" in text and "not written yet" in text.splitlines()[-1]
+        assert len(text.splitlines()) <= 30, text

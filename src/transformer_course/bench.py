@@ -326,6 +326,31 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
     return result
 
 
+def time_check(repo: Repo, repeats: int = 3) -> list[tuple[str, float, float]]:
+    """(notebook, seconds of `transformer-course check` on its executed solution as a user types
+    it, seconds its own cells take in a plain kernel), medians of ``repeats``, for each notebook."""
+    cli = Path(sys.executable).with_name("transformer-course")
+    rows = []
+    for path in sorted(repo.solutions.glob("[0-9][0-9]_*.ipynb")):
+        own = statistics.median(plain_cell_seconds(path, repo.reference) for _ in range(repeats))
+        walls = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            subprocess.run([str(cli), "check", str(path)], check=True, capture_output=True, cwd=repo.root)
+            walls.append(time.perf_counter() - start)
+        rows.append((path.stem, statistics.median(walls), own))
+    return rows
+
+
+def print_check(rows: list[tuple[str, float, float]]) -> None:
+    print("\n`transformer-course check` on each executed solution (median of 3, s) against the notebook's own "
+          "cells in a plain kernel (kernel start not counted):")
+    for name, check, own in rows:
+        ratio = check / own
+        print(f"  {name:24s} check {check:5.2f}  own cells {own:5.2f}  ratio {ratio:4.2f} "
+              f"(target <= 2: {'ok' if ratio <= 2 else 'OVER TARGET'})")
+
+
 def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
     own = phases["plain"]["own cells"]
     print("\nWhere grading one notebook spends its time (s per notebook: the sample class's ada and ben, "
@@ -502,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"(target {target}%: {'ok' if value >= float(target.split()[1]) else 'UNDER TARGET'})")
             print(f"  {name:48s} {value:7.1f} {verdict}")
     print_breakdown(grading_breakdown(repo))
+    print_check(time_check(repo))
     g = time_grading(repo)
     n = g["notebooks"]
     serial, parallel = g["serial nbgrader autograde (s)"], g["transformer-course grade (s)"]

@@ -42,12 +42,16 @@ def _on_input_device(call: Any, message: str) -> None:
     First with CPU inputs while tensors made without ``device=`` default to "meta": a mask built
     from its inputs, or on the device it is given, comes back on the CPU. Anything else (a 0-dim
     ``torch.tensor(pad_id)`` meeting CPU tokens) is decided on "meta" inputs, which is slower: the
-    first comparison on "meta" imports for about a second.
+    first comparison on "meta" imports torch._dynamo, about a second. The default device is a
+    torch-function mode, which the grader's runner turns off around tests; it is turned back on
+    for this call only (where torch lacks the switch, only the slow way runs).
     """
+    enable = getattr(torch._C, "_EnableTorchFunction", None)
     try:
-        with torch.device("meta"):
-            if getattr(call(torch.device("cpu")), "device", None) == torch.device("cpu"):
-                return
+        if enable is not None:
+            with enable(), torch.device("meta"):
+                if getattr(call(torch.device("cpu")), "device", None) == torch.device("cpu"):
+                    return
     except Exception:  # noqa: BLE001 (decided below)
         pass
     try:
