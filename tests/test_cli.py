@@ -44,13 +44,21 @@ def test_check_forks_its_kernel_from_the_template_started_before_the_grader_sets
         events.append("nbgrader set-up")
         return real_setup(*args, **kwargs)
 
+    real_launch = forkserver.ForkProvisioner.launch_kernel
+
+    async def launch(self, *args, **kwargs):
+        info = await real_launch(self, *args, **kwargs)
+        events.append("forked kernel" if self.forked else "kernel started the ordinary way")
+        return info
+
     monkeypatch.setattr(forkserver.ForkServer, "__init__", server)
     monkeypatch.setattr(grade, "generated_course", setup)
+    monkeypatch.setattr(forkserver.ForkProvisioner, "launch_kernel", launch)
     nb = tmp_path / "01_self_attention.ipynb"
     shutil.copyfile(repo.solutions / "01_self_attention.ipynb", nb)
     assert main(["check", str(nb), "--timeout", str(GRADING_TIMEOUT)]) == 0
     assert "01_self_attention: 11 / 11" in capsys.readouterr().out
-    assert events == ["template", "nbgrader set-up"], events
+    assert events == ["template", "nbgrader set-up", "forked kernel"], events
 
 
 def test_the_cli_leaves_out_a_slow_optional_import_and_still_validates_notebooks(repo):

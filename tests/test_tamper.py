@@ -317,3 +317,14 @@ def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch
         assert found[("on", name)] == found[("off", name)], name
     figures = [keys for cell in found[("on", "01_self_attention")][1] for _, keys in cell if "image/png" in keys]
     assert figures, "notebook 01 draws figures; the forked kernel showed none"
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
+def test_a_spell_without_the_sandbox_does_not_turn_forked_kernels_off_for_good(monkeypatch):
+    """`make bench` times grading with COURSE_SANDBOX=off first, in the same process: asked then,
+    whether bwrap isolates the network was once cached as False, and later kernels started fresh."""
+    sandbox._isolates_network.cache_clear()
+    monkeypatch.setenv("COURSE_SANDBOX", "off")
+    assert not sandbox.isolates_network() and not forkserver.enabled()
+    monkeypatch.delenv("COURSE_SANDBOX")
+    assert sandbox.isolates_network() and forkserver.enabled()

@@ -59,12 +59,14 @@ def _working_bwrap() -> tuple[str | None, str]:
     return exe, ""
 
 
-@functools.cache
 def isolates_network() -> bool:
     """Whether bwrap can also give a kernel its own, empty network namespace here."""
     exe = bwrap()
-    if exe is None:
-        return False
+    return exe is not None and _isolates_network(exe)
+
+
+@functools.cache  # per bwrap, not per process: a process may run with COURSE_SANDBOX=off for a while
+def _isolates_network(exe: str) -> bool:
     probe = [exe, "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"]
     try:
         return subprocess.run(probe, capture_output=True, timeout=60).returncode == 0
