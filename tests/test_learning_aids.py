@@ -59,3 +59,15 @@ def test_an_unwritten_exercise_shows_the_test_and_the_stub_without_torch_frames(
         assert "torch/nn/modules/module.py" not in text, text
         assert "YOUR CODE HERE" in text and "not written yet" in text.splitlines()[-1]
         assert len(text.splitlines()) <= 30, text
+
+
+def test_the_set_up_cells_shorten_tracebacks_with_the_same_code(repo):
+    """Each notebook keeps its own set-up cell (it must run alone in Colab); the part that shortens
+    unwritten exercises' tracebacks must not drift between the seven copies."""
+    handlers = {}
+    for assignment in repo.assignments():
+        nb = nbformat.read(repo.course / assignment.name / f"{assignment.notebook}.ipynb", as_version=4)
+        setup = nb.cells[1].source
+        assert "set_custom_exc((NotImplementedError,)" in setup, f"{assignment.name}: no traceback handler"
+        handlers[assignment.name] = setup[setup.index("\ntry:  # An unwritten exercise"):]
+    assert len(set(handlers.values())) == 1, sorted(handlers)

@@ -372,13 +372,10 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     if sandbox:
-        root = Path(course_root).resolve()
         c.KeepGradesOnCrash.sandboxed = True
-        for name, folders in kernel_mounts(root, repo).items():
+        for name, folders in kernel_mounts(Path(course_root), repo).items():
             setattr(c.SandboxedKernelManager, name, folders)
     return c
-
-
 
 
 def generated_course(course_root: Path, repo: Repo, assignments: list, error: type[Exception] = RuntimeError,
@@ -440,5 +437,3 @@ def tools_on_path() -> None:
     parts = os.environ.get("PATH", "").split(os.pathsep)
     if scripts not in parts:
         os.environ["PATH"] = os.pathsep.join([scripts, *parts])
-
-
