@@ -11,7 +11,7 @@ TIMEOUT ?= 60
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install build grade test bench book browser sandbox lint clean
+.PHONY: install build grade test bench compat book browser sandbox lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ test: install
 
 bench: install
 	$(BIN)/python -m transformer_course.bench
+
+# The solution notebooks executed under the oldest and newest torch the course supports
+# (environments in .venv-compat/, about 5 GB each where only CUDA builds can be had).
+COMPAT_TORCH ?= 2.6.0 2.14.1
+COMPAT_PYTHON ?= $(BIN)/python
+COMPAT_FLAGS ?=
+compat: install
+	$(BIN)/python scripts/compat.py --python $(COMPAT_PYTHON) $(COMPAT_FLAGS) $(COMPAT_TORCH)
 
 # A static HTML book of the executed solutions: build/book/_build/html/index.html
 book: install

@@ -123,10 +123,11 @@ def solution_notebook(assignment: Assignment) -> nbformat.NotebookNode:
     return nb
 
 
-def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> nbformat.NotebookNode:
+def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 600, kernel_name: str = "python3"
+            ) -> nbformat.NotebookNode:
     """Run a notebook top to bottom in a fresh kernel; raises on the first error."""
     client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", record_timing=False, extra_arguments=KERNEL_ARGS,
+        nb, timeout=timeout, kernel_name=kernel_name, record_timing=False, extra_arguments=KERNEL_ARGS,
         resources={"metadata": {"path": str(cwd)}},
     )
     client.execute()
@@ -138,7 +139,8 @@ def shipped_files(assignment: Assignment) -> list[str]:
     return ([BLOCKS_MODULE] if assignment.uses_blocks else []) + assignment.provided
 
 
-def run_solution(assignment: Assignment, train_config: str | None = None) -> nbformat.NotebookNode:
+def run_solution(assignment: Assignment, train_config: str | None = None, kernel_name: str = "python3"
+                 ) -> nbformat.NotebookNode:
     """The executed solution notebook, run in a scratch folder beside the files students get.
 
     Consecutive stream outputs are merged, so the same run gives the same cells whatever
@@ -147,6 +149,7 @@ def run_solution(assignment: Assignment, train_config: str | None = None) -> nbf
     Args:
         train_config: for a notebook that trains (07), the configuration to run
             (``gpu``, ``cpu``, ``tiny``; default: the notebook chooses by the hardware).
+        kernel_name: the Jupyter kernel to run it in (``make compat``: another torch).
     """
     nb = solution_notebook(assignment)
     env = {TRAIN_CONFIG_ENV: train_config} if train_config else {}
@@ -154,7 +157,7 @@ def run_solution(assignment: Assignment, train_config: str | None = None) -> nbf
         for name in shipped_files(assignment):
             shutil.copyfile(assignment.source_file.with_name(name), Path(cwd) / name)
         # A training run's cells last minutes; the others are held to 10 minutes.
-        nb = execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600)
+        nb = execute(nb, Path(cwd), timeout=7200 if assignment.trains else 600, kernel_name=kernel_name)
     nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     nb.metadata[BUILD_KEY] = {"inputs": solution_inputs(assignment, nb)}
     return nb
