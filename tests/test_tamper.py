@@ -7,6 +7,7 @@ The attacks on notebook 01 are in ``transformer_course.attacks`` (``make bench``
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -328,3 +329,23 @@ def test_a_spell_without_the_sandbox_does_not_turn_forked_kernels_off_for_good(m
     assert not sandbox.isolates_network() and not forkserver.enabled()
     monkeypatch.delenv("COURSE_SANDBOX")
     assert sandbox.isolates_network() and forkserver.enabled()
+
+
+def test_folders_of_killed_graders_are_swept_by_the_next(tmp_path, monkeypatch):
+    """Connection files and kernel sockets live in per-process folders, removed at exit; a grader
+    killed with SIGKILL cannot, so the next one removes those whose process is gone."""
+    monkeypatch.setattr(sandbox.tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = tmp_path / f"tc-connections-{gone.pid}-abc"
+    (left / "kernel-1.json").parent.mkdir()
+    (left / "kernel-1.json").write_text("{}")
+    living = tmp_path / f"tc-connections-{os.getppid()}-def"  # a live process: kept
+    other_kind = tmp_path / f"tc-kernels-{gone.pid}-ghi"  # another kind: swept by its own kind's next folder
+    living.mkdir()
+    other_kind.mkdir()
+    new = Path(sandbox.process_folder("connections"))
+    assert new.is_dir() and new.name.startswith(f"tc-connections-{os.getpid()}-")
+    assert not left.exists() and living.exists() and other_kind.exists()
+    Path(sandbox.process_folder("kernels"))
+    assert not other_kind.exists()

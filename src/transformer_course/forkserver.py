@@ -28,7 +28,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,7 @@ def sockets_root() -> str:
     """The folder under which each forked kernel gets its sockets' folder (the same for every template
     of this process, so that a kernel started after a template was replaced still has it)."""
     if not _SOCKETS or not os.path.isdir(_SOCKETS[0]):
-        _SOCKETS[:] = [tempfile.mkdtemp(prefix="tc-kernels-")]
+        _SOCKETS[:] = [sandbox.process_folder("kernels")]
     return _SOCKETS[0]
 
 

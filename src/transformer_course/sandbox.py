@@ -117,6 +117,27 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
     return [*args, "--", *cmd]
 
 
+def process_folder(kind: str) -> str:
+    """A new folder ``<tmp>/tc-<kind>-<pid>-<random>`` for this process, after removing those of the same
+    kind left by processes that are gone (killed before their exit handlers could remove them)."""
+    root = Path(tempfile.gettempdir())
+    for old in root.glob(f"tc-{kind}-*-*"):
+        pid = old.name.split("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return os.path.realpath(tempfile.mkdtemp(prefix=f"tc-{kind}-{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 _CONNECTIONS: list[str] = []
 
 
@@ -125,7 +146,7 @@ def connections_dir() -> str:
     hold the other kernels' keys). Known before any kernel starts, so that a kernel template can
     be started ahead of its first kernel with the same mounts (:func:`.forkserver.prestart`)."""
     if not _CONNECTIONS or not os.path.isdir(_CONNECTIONS[0]):
-        _CONNECTIONS[:] = [os.path.realpath(tempfile.mkdtemp(prefix="tc-connections-"))]
+        _CONNECTIONS[:] = [process_folder("connections")]
         atexit.register(shutil.rmtree, _CONNECTIONS[0], ignore_errors=True)
     return _CONNECTIONS[0]
 
