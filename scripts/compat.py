@@ -38,6 +38,7 @@ from transformer_course.workarea import environ
 # What the notebooks import (the kernel's side); the grader's packages are not needed there.
 KERNEL_PACKAGES = ["numpy", "matplotlib", "seaborn", "tqdm", "sacrebleu", "sentencepiece", "ipykernel"]
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of a kernel's traceback
 NEEDED_GB = 7  # a CUDA build of torch with its CUDA packages: 6.0 GB measured for 2.14.1
 
 
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                     run_solution(assignment, train_config="tiny", kernel_name=kernel)
                     verdict = "ok"
                 except Exception as exc:  # noqa: BLE001 (report every notebook, then fail)
-                    verdict = f"FAILED: {' '.join(str(exc).split())[-400:]}"
+                    verdict = "FAILED: " + " ".join(ANSI.sub("", str(exc)).split())[-400:]
                     failed.append(f"torch {version} {assignment.name}")
                 print(f"  {assignment.name:24s} {time.perf_counter() - start:6.1f} s  {verdict}", flush=True)
     if failed:

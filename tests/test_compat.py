@@ -57,7 +57,7 @@ def _fake(compat, monkeypatch, tmp_path, install_fails=(), notebook_fails=()):
     def run_solution(assignment, train_config, kernel_name):
         assert train_config == "tiny"
         if (kernel_name, assignment.name) in notebook_fails:
-            raise RuntimeError("CellExecutionError: boom")
+            raise RuntimeError("\x1b[31mDataError\x1b[39m: boom")  # a kernel's coloured traceback
 
     class Done:
         stdout = "9.9.9 3.11.7"
@@ -76,7 +76,8 @@ def test_every_notebook_passing_under_every_version_exits_0(compat, monkeypatch,
 def test_a_failing_notebook_exits_1_and_is_named(compat, monkeypatch, tmp_path, capsys):
     _fake(compat, monkeypatch, tmp_path, notebook_fails={("torch-2.0", "04_masking")})
     assert compat.main(["1.0", "2.0", "--not-installed-ok"]) == 1
-    assert "failed: torch 2.0 04_masking" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "04_masking" in out and "FAILED: DataError: boom" in out and "failed: torch 2.0 04_masking" in out
 
 
 def test_an_environment_that_cannot_be_installed_exits_2_unless_allowed(compat, monkeypatch, tmp_path, capsys):
