@@ -200,3 +200,37 @@ def test_figures_are_labelled_captioned_and_colour_blind_safe(repo):
             assert "Notice" in cell.source, f"{where} has no one-line caption saying what to notice"
             for cmap in re.findall(r'cmap="([^"]+)"', cell.source):
                 assert cmap in COLOURBLIND_SAFE, f"{where} uses colour map {cmap}"
+
+
+def _solution_07_output(repo) -> str:
+    nb = nbformat.read(repo.root / "solutions" / "07_training.ipynb", as_version=4)
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_readme_translation_results_are_those_of_the_executed_solution(repo):
+    """The README's 07 table and paragraph quote the committed run: a retrain that changes them
+    fails here until the README says what the notebook printed."""
+    out = _solution_07_output(repo)
+    readme = (repo.root / "README.md").read_text()
+    config = re.search(r"configuration (\w+) on [^:]+: [\d.]+ min of training, [\d,]+ steps, \d+ epochs, "
+                       r"([\d,]+) target tokens/s, peak memory ([\d.]+ GiB)", out)
+    assert config, "the solution no longer prints its configuration line"
+    name, throughput, peak = config.groups()
+    decoded = re.search(r"cased BLEU: greedy ([\d.]+) in \d+ s, beam 4 ([\d.]+) in \d+ s "
+                        r"\(lowercase ([\d.]+) and ([\d.]+)\)", out)
+    greedy, beam, greedy_lc, beam_lc = decoded.groups()
+    rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if line.startswith("| `")}
+    greedy_row = next(row for key, row in rows.items() if key.startswith(f"`{name}`") and "greedy" in key)
+    beam_row = next(row for key, row in rows.items() if key.startswith(f"`{name}`, the same model, beam"))
+    assert [greedy, greedy_lc] == re.findall(r"\| \**([\d.]+)\** ", greedy_row + " ")[-2:], greedy_row
+    assert [beam, beam_lc] == re.findall(r"\| \**([\d.]+)\** ", beam_row + " ")[-2:], beam_row
+    assert f"{throughput} tokens/s" in greedy_row and f"{peak} peak" in greedy_row, greedy_row
+    changed = re.search(r"beam search changed (\d+) of (\d+) translations and moved BLEU by ([+-][\d.]+), "
+                        r"at ([\d.]+)x", out)
+    n, total, delta, ratio = changed.groups()
+    prose = " ".join(readme.split())  # the paragraph's line breaks fall anywhere
+    assert f"changed {int(n):,} of {int(total):,} translations, {delta} BLEU, {ratio}x" in prose
+    cache = re.search(r"(\d+) test sentences, greedy: [\d.]+ s without a cache, [\d.]+ s with one \(([\d.]+)x faster\)"
+                      r"; (\d+) of \1 translations identical", out)
+    sentences, speedup, same = cache.groups()
+    assert f"{speedup}x faster on {sentences} sentences, " + ("identical" if same == sentences else "") in prose

@@ -71,6 +71,7 @@ except NameError:  # not in IPython or Jupyter
 import contextlib
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -1197,19 +1198,36 @@ if not GRADING:
 # formula peaks at about 7e-4 for $D=512$ and 4,000 warm-up steps; our runs are much
 # shorter, so the warm-up is too), label smoothing 0.1, gradient clipping, and your
 # `train_epoch`. After every epoch we measure the validation loss and save a checkpoint.
+# At the end we print the throughput, in target tokens (padding excluded) per second of
+# training, and the peak memory: what sizes of model and batch a machine can afford.
 
 # %%
 class Recorder(nn.Module):
-    """Wraps a loss function and records each batch's loss (for the curve)."""
+    """Wraps a loss function and records each batch's loss (for the curve) and its target tokens
+    (padding excluded: the throughput below counts the words the model learned from)."""
 
     def __init__(self, loss_fn: nn.Module):
         super().__init__()
-        self.loss_fn, self.losses = loss_fn, []
+        self.loss_fn, self.losses, self.tokens = loss_fn, [], 0
 
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         loss = self.loss_fn(logits, labels)
         self.losses.append(loss.item())
+        self.tokens += int((labels != PAD_ID).sum())
         return loss
+
+
+def peak_memory() -> str:
+    """The most memory training held: on a GPU, what PyTorch's allocator held (since the last reset
+    of its statistics); on a CPU, the process's peak resident set (data and tokenizer included)."""
+    if device.type == "cuda":
+        return f"{torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB of GPU memory"
+    try:
+        import resource
+    except ImportError:  # Windows has no getrusage
+        return "not measured on this system"
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform == "darwin" else 1)
+    return f"{kib / 2**20:.1f} GiB of RAM (the whole process)"
 
 
 def until(deadline: float, loader, bar):
@@ -1268,6 +1286,8 @@ if not GRADING:
     checkpoint.parent.mkdir(exist_ok=True)
 
     history, rates = [], []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     start = time.monotonic()
     deadline = start + CONFIG.minutes * 60
     for epoch in range(1, CONFIG.max_epochs + 1):
@@ -1289,7 +1309,9 @@ if not GRADING:
         if time.monotonic() > deadline:
             break
     train_minutes = (time.monotonic() - start) / 60
-    print(f"trained {train_minutes:.1f} minutes on {name}; checkpoint: {checkpoint}")
+    throughput = loss_fn.tokens / (train_minutes * 60)
+    print(f"trained {train_minutes:.1f} minutes on {name}: {loss_fn.tokens:,} target tokens, {throughput:,.0f} "
+          f"tokens/s; peak memory {peak_memory()}; checkpoint: {checkpoint}")
 
 # %%
 if not GRADING:
@@ -1343,7 +1365,8 @@ if not GRADING:
     print("sacreBLEU signature:", scores["test_2016_flickr"]["signature"])
     print("                    ", scores["test_2016_flickr"]["signature_lc"])
     print(f"configuration {CONFIG.name} on {name}: {train_minutes:.1f} min of training, "
-          f"{history[-1]['steps']} steps, {len(history)} epochs")
+          f"{history[-1]['steps']} steps, {len(history)} epochs, {throughput:,.0f} target tokens/s, "
+          f"peak memory {peak_memory()}")
 
 # %% [markdown]
 # **Greedy or beam?** The same model, decoded with your `beam_search` (beam size 4,
