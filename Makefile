@@ -41,7 +41,7 @@ bench: install
 	$(BIN)/python -m transformer_course.bench
 
 # The solution notebooks executed under the oldest and newest torch the course supports
-# (environments in .venv-compat/, about 5 GB each where only CUDA builds can be had).
+# (environments in .venv-compat/, about 6 GB each where only CUDA builds can be had).
 COMPAT_TORCH ?= 2.6.0 2.14.1
 COMPAT_PYTHON ?= $(BIN)/python
 COMPAT_FLAGS ?=

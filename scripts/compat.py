@@ -10,7 +10,7 @@ carries its visible tests, which compare the student-facing functions with PyTor
 means the course's code and its claims hold under that torch.
 
 Where PyTorch's CPU index cannot be reached, torch comes from the default index: a CUDA
-build with its CUDA packages (about 5 GB per environment; it runs on the CPU all the same).
+build with its CUDA packages (about 6 GB per environment; it runs on the CPU all the same).
 
 Exit status: 0 when every notebook ran under every version; 1 when a notebook failed;
 2 when an environment could not be installed (and no notebook failed); with
@@ -65,8 +65,11 @@ def environment(repo: Repo, version: str, python: str) -> tuple[str, Path]:
     Raises:
         InstallError: with pip's last lines, when torch or a pinned package cannot be installed.
     """
-    python_version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                                    capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        python_version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                        capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise InstallError(f"no working Python at {python!r} ({exc})") from exc
     name = f"torch-{version}-py{python_version}"
     folder = repo.root / ".venv-compat" / name
     ready = folder / ".ready"  # what it was made with: a different Python, pin or place makes it anew

@@ -87,3 +87,9 @@ def test_an_environment_that_cannot_be_installed_exits_2_unless_allowed(compat, 
     assert "torch 2.0: could not be installed: no such version" in out and out.count(" ok") == 7
     assert compat.main(["1.0", "2.0", "--not-installed-ok"]) == 0
     assert "not installed (nothing ran under it): torch 2.0" in capsys.readouterr().out
+
+
+def test_a_python_that_does_not_run_is_an_install_error_not_a_crash(compat, repo, tmp_path):
+    with pytest.raises(compat.InstallError, match="no working Python"):
+        compat.environment(repo, "2.6.0", str(tmp_path / "python3.99"))
+    assert not (repo.root / ".venv-compat" / "torch-2.6.0-py3.99").exists()
