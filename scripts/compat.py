@@ -72,8 +72,9 @@ def environment(repo: Repo, version: str, python: str) -> tuple[str, Path]:
         raise InstallError(f"no working Python at {python!r} ({exc})") from exc
     name = f"torch-{version}-py{python_version}"
     folder = repo.root / ".venv-compat" / name
+    packages = pins(repo)
     ready = folder / ".ready"  # what it was made with: a different Python, pin or place makes it anew
-    made_with = "\n".join([python, str(folder), *pins(repo)])
+    made_with = "\n".join([python, str(folder), *packages])
     if ready.exists() and ready.read_text() == made_with:
         return name, folder
     shutil.rmtree(folder, ignore_errors=True)
@@ -88,9 +89,9 @@ def environment(repo: Repo, version: str, python: str) -> tuple[str, Path]:
             break
     else:
         raise InstallError(f"torch=={version}: " + " ".join(done.stderr.split()[-40:]))
-    done = _pip(folder, *pins(repo))  # none of them depends on torch: the one above stays
+    done = _pip(folder, *packages)  # none of them depends on torch: the one above stays
     if done.returncode != 0:
-        raise InstallError(" ".join(pins(repo)) + ": " + " ".join(done.stderr.split()[-40:]))
+        raise InstallError(" ".join(packages) + ": " + " ".join(done.stderr.split()[-40:]))
     subprocess.run([str(folder / "bin" / "python"), "-m", "ipykernel", "install", "--prefix", str(folder),
                     "--name", name, "--display-name", f"Python {python_version} (torch {version})"],
                    check=True, capture_output=True)
@@ -111,9 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repo = Repo()
     # Notebook 07 reads Multi30k from the shared copy beside the checkout where there is one, as the tests do.
-    shared = repo.root.parent / "shared" / "data" / "multi30k"
-    if shared.is_dir():
-        os.environ.setdefault("MULTI30K_DIR", str(shared))
+    if repo.shared_multi30k.is_dir():
+        os.environ.setdefault("MULTI30K_DIR", str(repo.shared_multi30k))
     assignments = convert_sources(repo)
     failed, not_installed = [], []
     for version in args.versions:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import SHARED_MULTI30K
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -50,7 +52,7 @@ def test_makefile_installs_the_pinned_torch():
 
 def test_multi30k_manifest_matches_the_shared_checksums():
     manifest = json.loads((ROOT / "data" / "multi30k.json").read_text())
-    shared = Path(os.environ.get("MULTI30K_DIR", ROOT.parent / "shared" / "data" / "multi30k"))
+    shared = Path(os.environ.get("MULTI30K_DIR", SHARED_MULTI30K))
     if not (shared / "SHA256SUMS").is_file():
         pytest.skip(f"no local Multi30k copy at {shared}")
     sums = dict(reversed(line.split()) for line in (shared / "SHA256SUMS").read_text().splitlines() if line)

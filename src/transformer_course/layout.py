@@ -73,6 +73,12 @@ class Repo:
         return self.root / "solutions"
 
     @property
+    def shared_multi30k(self) -> Path:
+        """The read-only Multi30k copy beside the checkout, where there is one: tests, CI and
+        ``make compat`` read it instead of downloading."""
+        return self.root.parent / "shared" / "data" / "multi30k"
+
+    @property
     def sample_class(self) -> Path:
         return self.autograder / "submitted"
 
