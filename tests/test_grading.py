@@ -173,3 +173,22 @@ def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
               if r.assignment == attacks.A01}
     assert scores["right"] == {k: float(v) for k, v in attacks.FULL.items()}
     assert scores["wrong"] == {k: float(v) for k, v in attacks.NO_SOFTMAX.items()}
+
+
+def test_feedback_cuts_a_long_message_but_never_the_note_or_the_conclusion(repo):
+    """A check's message may run long (values, shapes) and is cut; the sentence that tells the
+    student where the mistake is ("so this mistake is in X itself") is never cut."""
+    from transformer_course.grade import MAX_FEEDBACK, ExerciseResult, compose_feedback, upstream_note
+
+    assignment = repo.assignment("03_multi_head")
+    long_message = "MultiHeadAttention(...): output differs " + "at index (0, 1, 2) " * 40
+    results = [ExerciseResult("split_heads", 0, 2, "split_heads(...): no transpose"),
+               ExerciseResult("combine_heads", 2, 2),
+               ExerciseResult("MultiHeadAttention", 1, 4, long_message)]
+    conclusion = upstream_note(assignment, "MultiHeadAttention", results)
+    feedback = compose_feedback("graded x.ipynb (expected 03_multi_head.ipynb). ", long_message, conclusion)
+    assert feedback.startswith("graded x.ipynb (expected 03_multi_head.ipynb). MultiHeadAttention(...)")
+    assert feedback.endswith("so this mistake is in MultiHeadAttention itself."), feedback
+    assert "..." in feedback and len(feedback) < MAX_FEEDBACK + len(conclusion) + 60
+    short = compose_feedback("", "softmax(x): wrong axis.", "")
+    assert short == "softmax(x): wrong axis."

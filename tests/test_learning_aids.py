@@ -42,11 +42,14 @@ def test_solutions_link_back_to_the_student_notebook(repo, name):
 def test_an_unwritten_exercise_shows_the_test_and_the_stub_without_torch_frames(repo, name):
     """A stub's NotImplementedError, raised inside an nn.Module's forward, shows the test cell and
     the answer cell only (the setup cell drops PyTorch's Module.__call__ frames), and the cell still
-    fails, so "Run All" stops there."""
+    fails, so "Run All" stops there. Other errors (a shape mistake in a forward) are shortened alike."""
     from nbclient import NotebookClient
 
     assignment = repo.assignment(name)
     nb = nbformat.read(repo.course / name / f"{assignment.notebook}.ipynb", as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(  # a forward that fails on a shape mistake
+        "class Broken(torch.nn.Module):\n    def forward(self, x):\n        return x @ torch.ones(3, 2)\n"
+        "torch.nn.Sequential(Broken())(torch.ones(2, 4))"))
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(repo.course / name)}}).execute()
     ansi = re.compile(r"\x1b\[[0-9;]*m")
@@ -59,15 +62,19 @@ def test_an_unwritten_exercise_shows_the_test_and_the_stub_without_torch_frames(
         assert "torch/nn/modules/module.py" not in text, text
         assert "YOUR CODE HERE" in text and "not written yet" in text.splitlines()[-1]
         assert len(text.splitlines()) <= 30, text
+    shape = nb.cells[-1].outputs[-1]
+    text = ansi.sub("", "\n".join(shape.traceback))
+    assert shape.ename == "RuntimeError" and "return x @ torch.ones(3, 2)" in text, text
+    assert "torch/nn/modules/module.py" not in text, text
 
 
 def test_the_set_up_cells_shorten_tracebacks_with_the_same_code(repo):
     """Each notebook keeps its own set-up cell (it must run alone in Colab); the part that shortens
-    unwritten exercises' tracebacks must not drift between the seven copies."""
+    tracebacks of errors in student code must not drift between the seven copies."""
     handlers = {}
     for assignment in repo.assignments():
         nb = nbformat.read(repo.course / assignment.name / f"{assignment.notebook}.ipynb", as_version=4)
         setup = nb.cells[1].source
-        assert "set_custom_exc((NotImplementedError,)" in setup, f"{assignment.name}: no traceback handler"
-        handlers[assignment.name] = setup[setup.index("\ntry:  # An unwritten exercise"):]
+        assert "set_custom_exc((Exception,)" in setup, f"{assignment.name}: no traceback handler"
+        handlers[assignment.name] = setup[setup.index("\ntry:  # An error inside a module"):]
     assert len(set(handlers.values())) == 1, sorted(handlers)

@@ -72,10 +72,20 @@ class SubmissionResult:
         return sum(e.max_score for e in self.exercises)
 
 
-def one_line(text: str, limit: int = MAX_FEEDBACK) -> str:
+def one_line(text: str, limit: int | None = MAX_FEEDBACK) -> str:
+    """``text`` on one line, without ANSI colours, cut to ``limit`` characters (None: never cut)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # ANSI colours from tracebacks
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
+def compose_feedback(note: str, message: str, conclusion: str = "") -> str:
+    """One line: ``note`` (how the notebook was read), the check's ``message``, ``conclusion``.
+
+    Only the message is cut to :data:`MAX_FEEDBACK`: it is the part that can run long (shapes,
+    values, a traceback's text); the note and the conclusion tell the student what to do.
+    """
+    return " ".join(part for part in (one_line(note, None), one_line(message), one_line(conclusion, None)) if part)
 
 
 def zero_scores(assignment: Assignment, reason: str) -> list[ExerciseResult]:
@@ -136,8 +146,8 @@ def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict
     message = _error_message(errors[failed[0]], timeout)
     others = ""
     if len(failed) > 1 and not message.startswith("not attempted"):
-        others = f" [also failed: {', '.join(failed[1:])}]"
-    return one_line(message + others)
+        others = f"[also failed: {', '.join(failed[1:])}]"
+    return compose_feedback("", message, others)
 
 
 def upstream_note(assignment: Assignment, exercise: str, results: list[ExerciseResult]) -> str:
@@ -269,7 +279,7 @@ class Grader:
                 extra = upstream_note(assignment, r.exercise, results)
                 if extra and not r.feedback.rstrip().endswith((".", "?", "!", ")")):
                     r.feedback = r.feedback.rstrip() + "."
-                r.feedback = one_line(note + r.feedback + extra)
+                r.feedback = compose_feedback(note, r.feedback, extra)
         return results, died
 
     def _finish(self, result: SubmissionResult, feedback_dir: Path | None) -> SubmissionResult:

@@ -36,7 +36,7 @@
 
 # %% jupyter={"source_hidden": true}
 # Setup. In Google Colab this installs what Colab lacks and fetches the files this
-# assignment provides; anywhere else it only shortens the errors of unwritten exercises.
+# assignment provides; anywhere else it only shortens the tracebacks of errors in your code.
 import sys
 
 if "google.colab" in sys.modules:
@@ -55,7 +55,7 @@ if "google.colab" in sys.modules:
     for name in PROVIDED:
         urllib.request.urlretrieve(f"{ASSIGNMENT_URL}/{name}", name)
 
-try:  # An unwritten exercise raises NotImplementedError: show the test and your code, not PyTorch's frames between.
+try:  # An error inside a module (an unwritten exercise, a shape mistake): show the test and your code, not PyTorch's frames between.
     def _short_traceback(shell, etype, value, tb, tb_offset=None):
         import types
 
@@ -68,7 +68,7 @@ try:  # An unwritten exercise raises NotImplementedError: show the test and your
             tb = types.TracebackType(tb, frame.tb_frame, frame.tb_lasti, frame.tb_lineno)
         shell.showtraceback((etype, value, tb), running_compiled_code=True)
 
-    get_ipython().set_custom_exc((NotImplementedError,), _short_traceback)
+    get_ipython().set_custom_exc((Exception,), _short_traceback)
 except NameError:  # not in IPython or Jupyter
     pass
 
