@@ -41,7 +41,7 @@ if "google.colab" in sys.modules:
         "https://raw.githubusercontent.com/transformer-course/transformer-course/main/course/"
         "07_training"
     )
-    PROVIDED = ["course_blocks.py", "multi30k.py"]  # reference code of notebooks 01-06; data helpers
+    PROVIDED = ["course_blocks.py", "multi30k.py", "my_modules.py"]  # reference code of 01-06; helpers
     missing = [p for p in ("torch", "matplotlib", "seaborn", "sacrebleu", "sentencepiece", "tqdm")
                if importlib.util.find_spec(p) is None]
     if missing:
@@ -1043,15 +1043,26 @@ _checks.check_apply_bpe(globals())
 # Two configurations are chosen automatically: `gpu` when CUDA is available, `cpu`
 # otherwise (sized for 10 minutes on 2 CPU cores). `tiny` is a one-minute smoke run
 # (what CI executes). Training stops at the time budget or after `max_epochs`, whichever
-# comes first. Set `COURSE_TIE_EMBEDDINGS=1` to train with the target embedding and the
+# comes first, or earlier when the validation loss has stopped improving (see below). Set `COURSE_TIE_EMBEDDINGS=1` to train with the target embedding and the
 # generator tied (one matrix; the paper, section 3.4, ties the source embedding to them
 # as well, which our shared vocabulary would allow).
 #
-# Why these sizes: in 10 minutes on 2 cores a model sees each training pair about six
-# times. Two layers of $D = 256$ learn fastest per second there, and **dropout is off**:
-# it regularises long runs, but in six epochs nothing over-fits yet and dropout only slows
-# learning (measured: test BLEU 28.5 with dropout 0.1, and 34.8 without, same budget). The
-# GPU configuration trains for many more epochs, so it keeps dropout.
+# Why these sizes: in 10 minutes on 2 cores a model sees each training pair only a handful
+# of times. Two layers of $D = 256$ learn fastest per second there, and **dropout is off**:
+# in so short a run it slows learning more than it helps (measured: test BLEU 28.5 with
+# dropout 0.1, and 34.8 without, same budget). The price is that the model starts to
+# over-fit after a few epochs: the validation loss turns up while the training loss keeps
+# falling. So training keeps the checkpoint with the lowest validation loss and stops when
+# that has not improved for `patience` epochs (**early stopping**); the curves in section
+# 11 show where it happened. The GPU configuration trains for many more epochs, so it keeps
+# dropout.
+#
+# **Your own model.** Part B trains the course's `Transformer` (notebook 06's reference). Set
+# `USE_MY_MODULES = True` below to train the one *you* built instead: `my_modules.load`
+# runs the answer cells of your notebooks 01-06 (from the folders beside this one) and
+# checks each of your blocks against the course's on a small input, in the order the
+# notebooks build them; the first one that differs is named, with its notebook. Every
+# figure below then comes from your own code.
 
 # %%
 @dataclass(frozen=True)
@@ -1072,6 +1083,7 @@ class Config:
     eval_pairs: int | None = None  # None: all of val and test
     max_output_len: int = 128  # the longest translation, in tokens
     tie_embeddings: bool = False  # share the target embedding and the generator (paper section 3.4)
+    patience: int = 2  # early stopping: epochs without a lower validation loss before training stops
 
 
 CONFIGS = {
@@ -1084,6 +1096,12 @@ CONFIGS = {
                    train_pairs=2000, eval_pairs=40, max_output_len=24),
 }
 GRADING = os.environ.get("COURSE_GRADING") == "1"  # set by the course's grader: Part B is skipped
+USE_MY_MODULES = os.environ.get("COURSE_MY_MODULES") == "1"  # or set it to True here
+if USE_MY_MODULES and not GRADING:
+    import my_modules
+
+    Transformer = my_modules.load("..").Transformer  # your notebooks 01-06, each block checked first
+    print("Part B trains your own Transformer, built from your notebooks 01-06")
 choice = os.environ.get("COURSE_TRAIN_CONFIG") or ("gpu" if torch.cuda.is_available() else "cpu")
 if choice not in CONFIGS:
     raise ValueError(f"COURSE_TRAIN_CONFIG={choice!r}; expected one of {sorted(CONFIGS)}")
@@ -1155,9 +1173,11 @@ if not GRADING:
           "so attention's L² cost is small here.")
 
 # %% [markdown]
-# How do your merges compare? Below, your `learn_bpe` learns 20 merges on the same
-# sentences split into words at spaces, next to sentencepiece's first 20 merged pieces
-# (it lists them in the order learned, after the special tokens). Expect many of the same
+# How do your merges compare? Below, your `learn_bpe` learns 40 merges on the same
+# sentences split into words at spaces, next to sentencepiece's merged pieces (it lists
+# them in the order learned, after the special tokens). Both lists go through the same
+# filter: word markers removed, then one-character strings and repeats dropped (`e</w>` and
+# `▁e` both become `e`), and the first 20 that remain are shown. Expect many of the same
 # strings, not the same list: `▁` glues a piece to the word's start where `</w>` glues it
 # to the end, so the two count different pairs (`▁ein` at the start of *ein*, `ein</w>` at
 # the end of *klein*).
@@ -1168,13 +1188,19 @@ if not GRADING:
 
     word_counts = Counter(word for sentence in train_de + train_en for word in sentence.split())
     begin = time.monotonic()
-    ours = ["".join(pair).replace("</w>", "") for pair in learn_bpe(dict(word_counts), 20)]
+    merges = learn_bpe(dict(word_counts), 40)
     seconds = time.monotonic() - begin
-    theirs = [tokenizer.id_to_piece(i).replace("▁", "") for i in range(4, tokenizer.get_piece_size())
-              if len(tokenizer.id_to_piece(i).replace("▁", "")) > 1][:20]
+
+    def shown(pieces: list[str], marker: str) -> list[str]:
+        """The first 20 pieces of two or more characters once the word marker is removed, each once."""
+        stripped = [piece.replace(marker, "") for piece in pieces]
+        return list(dict.fromkeys(piece for piece in stripped if len(piece) > 1))[:20]
+
+    ours = shown(["".join(pair) for pair in merges], "</w>")
+    theirs = shown([tokenizer.id_to_piece(i) for i in range(4, tokenizer.get_piece_size())], "▁")
     print(f"{'learn_bpe':>12}: {' '.join(ours)}\n{'sentencepiece':>12}: {' '.join(theirs)}")
-    print(f"Notice: {len(set(ours) & set(theirs))} of the first 20 merged strings agree (markers removed); "
-          f"learn_bpe took {seconds:.1f} s for 20 merges on {len(word_counts):,} distinct words.")
+    print(f"Notice: {len(set(ours) & set(theirs))} of these {len(ours)} and {len(theirs)} strings agree; "
+          f"learn_bpe took {seconds:.1f} s for 40 merges on {len(word_counts):,} distinct words.")
 
 # %% [markdown]
 # **Batches by length.** Sentences of similar length go in the same batch, so little of
@@ -1197,8 +1223,9 @@ if not GRADING:
 # Adam with the paper's betas, the noam schedule (scaled to peak at `peak_lr`: the paper's
 # formula peaks at about 7e-4 for $D=512$ and 4,000 warm-up steps; our runs are much
 # shorter, so the warm-up is too), label smoothing 0.1, gradient clipping, and your
-# `train_epoch`. After every epoch we measure the validation loss and save a checkpoint.
-# At the end we print the throughput, in target tokens (padding excluded) per second of
+# `train_epoch`. After every epoch we measure the validation loss (and BLEU); a checkpoint
+# is saved whenever the validation loss is the lowest so far, and that best checkpoint,
+# not the last epoch, is the model evaluated from here on. At the end we print the throughput, in target tokens (padding excluded) per second of
 # training, and the peak memory: what sizes of model and batch a machine can afford.
 
 # %%
@@ -1285,7 +1312,7 @@ if not GRADING:
     checkpoint = Path("checkpoints") / f"07_transformer_{CONFIG.name}.pt"
     checkpoint.parent.mkdir(exist_ok=True)
 
-    history, rates = [], []
+    history, rates, best = [], [], None
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.monotonic()
@@ -1293,9 +1320,9 @@ if not GRADING:
     for epoch in range(1, CONFIG.max_epochs + 1):
         with tqdm(total=len(train_loader), desc=f"epoch {epoch}", unit="batch", leave=False) as bar:
             rates += [scheduler.get_last_lr()[0]]  # the rate at the start of the epoch
-            with autocast():
-                train_loss = train_epoch(model, until(deadline, train_loader, bar), optimizer, scheduler, loss_fn,
-                                         device)
+            # Your train_epoch runs the forward pass under autocast on a GPU (section 5); backward and
+            # the optimizer step stay outside it, as in PyTorch's mixed-precision recipe.
+            train_loss = train_epoch(model, until(deadline, train_loader, bar), optimizer, scheduler, loss_fn, device)
         minutes = (time.monotonic() - start) / 60  # training time only; evaluation is not counted
         val_loss = validation_loss(model, val_loader, LabelSmoothingLoss(0.1, ignore_index=PAD_ID))
         val_bleu = multi30k.bleu(translate(model, val_de), val_en)["cased"].score
@@ -1303,15 +1330,24 @@ if not GRADING:
         deadline = start + CONFIG.minutes * 60
         history.append({"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "val_bleu": val_bleu,
                         "minutes": minutes, "steps": scheduler.last_epoch})
-        torch.save({"model": model.state_dict(), "config": asdict(CONFIG), "history": history}, checkpoint)
+        improved = best is None or val_loss < best["val_loss"]
+        if improved:  # early stopping keeps the best model seen, not the last
+            best = history[-1]
+            torch.save({"model": model.state_dict(), "config": asdict(CONFIG), "history": history}, checkpoint)
         print(f"epoch {epoch:2d}: train loss {train_loss:.3f}, val loss {val_loss:.3f}, val BLEU {val_bleu:5.2f}, "
-              f"{scheduler.last_epoch} steps, {minutes:.1f} min of training")
+              f"{scheduler.last_epoch} steps, {minutes:.1f} min of training" + ("  (best so far: saved)" * improved))
         if time.monotonic() > deadline:
+            break
+        if epoch - best["epoch"] >= CONFIG.patience:
+            print(f"stopping early: no lower validation loss in the {CONFIG.patience} epochs since epoch {best['epoch']}")
             break
     train_minutes = (time.monotonic() - start) / 60
     throughput = loss_fn.tokens / (train_minutes * 60)
+    memory = peak_memory()  # taken now: evaluation below is not training
+    model.load_state_dict(torch.load(checkpoint, map_location=device)["model"])
     print(f"trained {train_minutes:.1f} minutes on {name}: {loss_fn.tokens:,} target tokens, {throughput:,.0f} "
-          f"tokens/s; peak memory {peak_memory()}; checkpoint: {checkpoint}")
+          f"tokens/s; peak memory {memory}\nkept epoch {best['epoch']} (lowest validation loss, "
+          f"{best['val_loss']:.3f}): {checkpoint}")
 
 # %%
 if not GRADING:
@@ -1319,6 +1355,7 @@ if not GRADING:
     fig, axes = plt.subplots(1, 3, figsize=(15, 3.5))
     axes[0].plot(steps, loss_fn.losses, alpha=0.4, label="train (per batch)")
     axes[0].plot([h["steps"] for h in history], [h["val_loss"] for h in history], marker="o", label="validation")
+    axes[0].axvline(best["steps"], color="grey", linestyle=":", label=f"kept: epoch {best['epoch']}")
     axes[0].set(xlabel="step", ylabel="label-smoothed loss", title="Loss")
     axes[0].legend()
     schedule = [scale * noam_lr(s, CONFIG.d_model, CONFIG.warmup_steps) for s in steps]
@@ -1328,13 +1365,17 @@ if not GRADING:
     axes[2].set(xlabel="minutes of training", ylabel="BLEU (val, cased)", title=f"BLEU against time ({CONFIG.name})")
     plt.tight_layout()
     plt.show()
-    best, last = min(history, key=lambda h: h["val_loss"]), history[-1]
+    last = history[-1]
     if last["val_loss"] > best["val_loss"] + 0.02:
-        trend = (f"the validation loss was lowest after epoch {best['epoch']} ({best['val_loss']:.3f}) and has risen "
-                 f"since, to {last['val_loss']:.3f}, while the training loss kept falling: the model has begun to "
-                 "over-fit")
+        trend = (f"the validation loss was lowest after epoch {best['epoch']} ({best['val_loss']:.3f}) and rose "
+                 f"after it, to {last['val_loss']:.3f}, while the training loss kept falling: the model began to "
+                 f"over-fit, so the rest of this notebook uses epoch {best['epoch']}'s weights")
+    elif last is best:
+        trend = (f"the validation loss was still falling at the end ({best['val_loss']:.3f}): no sign of "
+                 "over-fitting yet, and more training would likely help")
     else:
-        trend = f"the validation loss is still at its lowest ({last['val_loss']:.3f}): no sign of over-fitting yet"
+        trend = (f"the validation loss was lowest after epoch {best['epoch']} ({best['val_loss']:.3f}) and stayed "
+                 f"near it: the model is close to what this configuration can learn")
     top = max(history, key=lambda h: h["val_bleu"])
     print(f"Notice: {trend}. BLEU, which scores the most likely words and not their probabilities, peaked "
           f"at epoch {top['epoch']} ({top['val_bleu']:.2f}); the two need not agree.")
@@ -1365,8 +1406,8 @@ if not GRADING:
     print("sacreBLEU signature:", scores["test_2016_flickr"]["signature"])
     print("                    ", scores["test_2016_flickr"]["signature_lc"])
     print(f"configuration {CONFIG.name} on {name}: {train_minutes:.1f} min of training, "
-          f"{history[-1]['steps']} steps, {len(history)} epochs, {throughput:,.0f} target tokens/s, "
-          f"peak memory {peak_memory()}")
+          f"{history[-1]['steps']} steps, {len(history)} epochs (kept epoch {best['epoch']}), "
+          f"{throughput:,.0f} target tokens/s, peak memory {memory}")
 
 # %% [markdown]
 # **Greedy or beam?** The same model, decoded with your `beam_search` (beam size 4,
@@ -1396,10 +1437,51 @@ if not GRADING:
 
 # %%
 if not GRADING:
-    for i in (0, 13, 42, 99):
-        i = min(i, len(test_de) - 1)
+    for i in sorted({min(i, len(test_de) - 1) for i in (0, 13, 42, 99)}):  # a short test set has fewer
         print(f"de:        {test_de[i]}\nreference: {test_en[i]}\ngreedy:    {greedy_test[i]}\n"
               f"beam 4:    {beam_test[i]}\n")
+
+# %% [markdown]
+# **Exposure bias.** In training the decoder always sees the *reference* prefix (teacher
+# forcing); when translating it sees *its own* prefix, which it was never trained on, so
+# one early slip can push the rest of the sentence where it has never been. Below, the same
+# model on the same test sentences: at each target position, how often its most likely
+# token is the reference token, (a) given the reference prefix, and (b) given its own
+# greedy prefix. *Predict first:* how far apart will the two curves be at position 10?
+# Read (b) as a lower bound: a different word is not always a wrong one.
+
+# %%
+if not GRADING:
+    count = min(500, len(test_de))
+    src = multi30k.pad([ids[:127] + [EOS_ID] for ids in tokenizer.encode(test_de[:count])]).to(device)
+    tgt = multi30k.pad([[BOS_ID] + ids[:126] + [EOS_ID] for ids in tokenizer.encode(test_en[:count])]).to(device)
+    decoder_input, labels = make_teacher_forcing_batch(tgt, PAD_ID)  # labels: (count, T)
+    model.eval()
+    with torch.no_grad(), autocast():
+        forced = model(src, decoder_input).argmax(dim=-1)  # each token predicted from the reference prefix
+        free = greedy_decode(model, src, max_len=labels.size(1) + 1, bos_id=BOS_ID, eos_id=EOS_ID)[:, 1:]
+    free = F.pad(free, (0, labels.size(1) - free.size(1)), value=PAD_ID)  # greedy may stop early
+    real = labels != PAD_ID
+    reach = min(50, max(1, count // 4))
+    positions = int((real.sum(dim=0) >= reach).sum())  # positions that enough references reach to average
+    forced_hits = ((forced == labels) & real).sum(dim=0)[:positions] / real.sum(dim=0)[:positions]
+    free_hits = ((free == labels) & real).sum(dim=0)[:positions] / real.sum(dim=0)[:positions]
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    ax.plot(range(1, positions + 1), forced_hits.cpu(), marker=".", label="given the reference prefix (teacher forcing)")
+    ax.plot(range(1, positions + 1), free_hits.cpu(), marker=".", label="given its own prefix (greedy decoding)")
+    ax.set(xlabel="target position", ylabel="next token = reference", ylim=(0, 1),
+           title=f"The same model, {count} test sentences")
+    ax.legend(fontsize=8)
+    plt.tight_layout()
+    plt.show()
+    at = min(10, positions)
+    print(f"Notice: at position {at}, {forced_hits[at - 1]:.0%} of the next tokens match the reference when the "
+          f"model is given the reference prefix, and {free_hits[at - 1]:.0%} when it continues its own. At "
+          f"position 1 both see only <bos>: {forced_hits[0]:.0%} and {free_hits[0]:.0%}.")
+    pieces = lambda ids: " ".join(tokenizer.id_to_piece(i) for i in ids if i not in (PAD_ID, EOS_ID))  # noqa: E731
+    row = min(13, count - 1)
+    print(f"\nreference:        {pieces(labels[row].tolist())}\nteacher-forced:   {pieces(forced[row][real[row]].tolist())}"
+          f"\nits own (greedy): {pieces(free[row].tolist())}")
 
 # %% [markdown]
 # ## 13. Decoding faster: caching keys and values
@@ -1472,50 +1554,56 @@ if not GRADING:
 # %% [markdown]
 # ## 14. Where the model looks
 #
-# Forward hooks on the last layer's three attentions catch their weights for one test
-# sentence: the encoder's self-attention (German to German), the decoder's masked
+# Forward hooks on every attention module catch its weights for one test sentence: in each
+# layer, the encoder's self-attention (German to German), the decoder's masked
 # self-attention (English to the English before it) and the cross-attention (English to
 # German). Each head is shown separately: heads of one layer specialise, and the mean over
-# heads hides it.
+# heads hides it. *Look for:* heads that attend to the previous or the same token (a
+# diagonal band), heads that spread evenly (context), and, in the cross-attention of the
+# later layer, a rough German-to-English alignment.
 
 # %%
 if not GRADING:
     example = min(13, len(test_de) - 1)
     src = torch.tensor([tokenizer.encode(test_de[example]) + [EOS_ID]], device=device)
     out = greedy_decode(model, src, max_len=min(40, CONFIG.max_output_len), bos_id=BOS_ID, eos_id=EOS_ID)
-    caught = {}
-    attentions = {"encoder self-attention": model.encoder.layers[-1].self_attn,
-                  "decoder self-attention": model.decoder.layers[-1].self_attn,
-                  "cross-attention": model.decoder.layers[-1].cross_attn}
-    hooks = [module.register_forward_hook(lambda module, args, output, name=name: caught.__setitem__(name, output[1]))
-             for name, module in attentions.items()]
+    kinds = {"encoder self-attention": [layer.self_attn for layer in model.encoder.layers],
+             "decoder self-attention": [layer.self_attn for layer in model.decoder.layers],
+             "cross-attention": [layer.cross_attn for layer in model.decoder.layers]}
+    caught = {}  # (kind, layer) -> weights (1, h, queries, keys)
+    hooks = [module.register_forward_hook(lambda module, args, output, key=(kind, i): caught.__setitem__(key, output[1]))
+             for kind, modules in kinds.items() for i, module in enumerate(modules)]
     with torch.no_grad():
         model(src, out[:, :-1] if out[0, -1] == EOS_ID else out)
     for hook in hooks:
         hook.remove()
     src_pieces = [tokenizer.id_to_piece(i) for i in src[0].tolist()]
-    out_pieces = [tokenizer.id_to_piece(i) for i in out[0, : caught["cross-attention"].size(2)].tolist()]
+    out_pieces = [tokenizer.id_to_piece(i) for i in out[0, : caught["cross-attention", 0].size(2)].tolist()]
     labels = {"encoder self-attention": (src_pieces, src_pieces), "decoder self-attention": (out_pieces, out_pieces),
               "cross-attention": (out_pieces, src_pieces)}
     heads = CONFIG.num_heads
-    fig, axes = plt.subplots(3, heads, figsize=(2.2 * heads, 7.5), squeeze=False)
-    for row, (name, weights) in enumerate(caught.items()):
-        queries, keys = labels[name]
+    fig, axes = plt.subplots(len(caught), heads, figsize=(2.2 * heads, 2.4 * len(caught)), squeeze=False)
+    for row, ((kind, layer), weights) in enumerate(caught.items()):
+        queries, keys = labels[kind]
         for head in range(heads):
             ax = axes[row, head]
             sns.heatmap(weights[0, head].float().cpu(), ax=ax, cmap="viridis", vmin=0, vmax=1, cbar=False,
                         xticklabels=keys, yticklabels=queries if head == 0 else False)
-            ax.tick_params(labelsize=5)
-            ax.set(title=f"{name}, head {head}" if head == 0 else f"head {head}",
+            ax.tick_params(labelsize=4)
+            ax.set(title=f"{kind}, layer {layer + 1}, head {head}" if head == 0 else f"head {head}",
                    xlabel="key", ylabel="query" if head == 0 else "")
+            ax.title.set_fontsize(7)
     plt.tight_layout()
     plt.show()
-    entropy = {name: (-(w.float().clamp_min(1e-9).log() * w.float()).sum(-1)).mean(dim=(0, 2))
-               for name, w in caught.items()}  # per head, in nats: low = sharp
-    print("Notice: rows are queries, columns keys, one panel per head of the last layer. Sharpest head: "
-          + "; ".join(f"{name} head {int(e.argmin())} ({float(e.min()):.2f} nats, mean over heads "
-                      f"{float(e.mean()):.2f})" for name, e in entropy.items())
-          + ". The decoder's self-attention is lower-triangular: the causal mask at work.")
+    entropy = {key: (-(w.float().clamp_min(1e-9).log() * w.float()).sum(-1)).mean(dim=(0, 2))
+               for key, w in caught.items()}  # per head, in nats: low = sharp
+    print("Mean entropy of each head's rows, in nats (0: every query looks at one key; "
+          f"uniform over {len(src_pieces)} source tokens: {math.log(len(src_pieces)):.2f}):")
+    for (kind, layer), e in entropy.items():
+        print(f"  {kind:>22}, layer {layer + 1}: " + " ".join(f"{v:.2f}" for v in e.tolist()))
+    sharpest = min(entropy, key=lambda key: float(entropy[key].min()))
+    print(f"Notice: the sharpest head is in the {sharpest[0]} of layer {sharpest[1] + 1}; the decoder's "
+          "self-attention is lower-triangular in every layer and head: the causal mask at work.")
 
 # %% [markdown]
 # ## What to try next
