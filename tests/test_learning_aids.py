@@ -23,11 +23,39 @@ def test_every_exercise_has_tiered_hints_a_paper_link_and_a_self_check(repo, nam
         assert hints.cell_type == "markdown" and f"`{exercise}`" in hints.source, (
             f"{exercise}: the cell before its answer cell should hold its hints")
         summaries = re.findall(r"<details><summary>(.*?)</summary>", hints.source)
-        assert summaries[:3] == ["Hint 1: a nudge", "Hint 2: the idea", "Hint 3: the key line"], summaries
+        assert summaries[:3] == ["Hint 1: a nudge", "Hint 2: the idea", "Hint 3: the pieces"], summaries
         assert "https://arxiv.org/abs/1706.03762" in hints.source and "§" in hints.source
         assert "**Check yourself:**" in hints.source and "<summary>Answer</summary>" in hints.source
         # Each <details> block is closed, so JupyterLab and Colab render the rest of the cell.
         assert hints.source.count("<details>") == hints.source.count("</details>") == 4
+
+
+def _solution_lines(source: str) -> list[str]:
+    """The lines between an answer cell's solution markers, comments dropped, spaces collapsed."""
+    body = source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0]
+    lines = (" ".join(line.split("#", 1)[0].split()) for line in body.splitlines())
+    return [line for line in lines if len(line) >= 20]
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_the_last_hint_is_a_nudge_not_a_line_of_the_solution(repo, name):
+    """Hint 3 names the pieces (methods, shapes, a formula): no code in it is, or nearly is, a line of
+    the worked solution, which stays in the solution notebook."""
+    import difflib
+
+    import jupytext
+
+    assignment = repo.assignment(name)
+    source = jupytext.read(assignment.source_file)
+    for exercise in assignment.exercises:
+        at = next(i for i, c in enumerate(source.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
+        hint = source.cells[at - 1].source.split("Hint 3: the pieces</summary>", 1)[1].split("</details>", 1)[0]
+        spans = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", hint)]
+        for line in _solution_lines(source.cells[at].source):
+            for span in spans:
+                similar = difflib.SequenceMatcher(None, span, line).ratio()
+                assert line not in span and similar < 0.8, (
+                    f"{exercise}: hint 3 gives away the solution's line {line!r} (as {span!r})")
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)

@@ -390,6 +390,7 @@ MISTAKES.update({
 # ---------------------------------------------------------------- notebook 07
 LS_HEAD = ("class LabelSmoothingLoss(nn.Module):\n    def __init__(self, smoothing=0.1, ignore_index=-100):\n        super().__init__()\n"
            "        self.smoothing, self.ignore_index = smoothing, ignore_index\n\n    def forward(self, logits, target):\n")
+NOAM_HEAD = "def noam_lr(step, d_model, warmup_steps):\n    if step < 1:\n        raise ValueError('step counts from 1')\n"
 TRAIN_OK = ("def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):\n    model.train()\n    total, n = 0.0, 0\n"
             "    for src, tgt in loader:\n        src, tgt = src.to(device), tgt.to(device)\n"
             "        dec_in, labels = make_teacher_forcing_batch(tgt, model.pad_id)\n"
@@ -416,9 +417,10 @@ CORRECT.update({
         "clone": "def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, :-1].clone(), tgt[:, 1:].contiguous()",
     },
     "noam_lr": {
-        "min": "def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)",
-        "branches": "def noam_lr(step, d_model, warmup_steps):\n    if step < warmup_steps:\n        return step / (math.sqrt(d_model) * warmup_steps ** 1.5)\n    return 1 / math.sqrt(d_model * step)",
-        "tensor": "def noam_lr(step, d_model, warmup_steps):\n    s = torch.tensor(float(step), dtype=torch.float64)\n    return torch.rsqrt(torch.tensor(float(d_model), dtype=torch.float64)) * torch.minimum(s.rsqrt(), s * warmup_steps ** -1.5)",
+        "min": NOAM_HEAD + "    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)",
+        "branches": NOAM_HEAD + "    if step < warmup_steps:\n        return step / (math.sqrt(d_model) * warmup_steps ** 1.5)\n    return 1 / math.sqrt(d_model * step)",
+        "tensor": ("def noam_lr(step, d_model, warmup_steps):\n    if not step >= 1:\n        raise ValueError(f'step must be >= 1, got {step}')\n"
+                   "    s = torch.tensor(float(step), dtype=torch.float64)\n    return torch.rsqrt(torch.tensor(float(d_model), dtype=torch.float64)) * torch.minimum(s.rsqrt(), s * warmup_steps ** -1.5)"),
     },
     "LabelSmoothingLoss": {
         "gather": LS_HEAD + ("        logp = F.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n        t = target.reshape(-1)\n        keep = t != self.ignore_index\n"
@@ -467,6 +469,9 @@ MISTAKES.update({
         "no_d_model": ("def noam_lr(step, d_model, warmup_steps):\n    return min(step ** -0.5, step * warmup_steps ** -1.5)", "d_model^-0.5 factor"),
         "step_from_zero": ("def noam_lr(step, d_model, warmup_steps):\n    step = max(step - 1, 1e-9)\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "from 0"),
         "warmup_power": ("def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -0.5)", "^-1.5"),
+        # The docstring asks for ValueError at step < 1: 0 ** -0.5 raises ZeroDivisionError instead.
+        "no_value_error": ("def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "ValueError"),
+        "clamps_step": ("def noam_lr(step, d_model, warmup_steps):\n    step = max(step, 1)\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "returned a rate"),
     },
     "LabelSmoothingLoss": {
         "no_ignore": (LS_HEAD + ("        logp = F.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n        t = target.reshape(-1).clamp(min=0)\n"
@@ -619,6 +624,9 @@ MISTAKES.update({
         "first_only": ("def apply_bpe(word, merges):\n    symbols = list(word) + ['</w>']\n    for a, b in merges:\n"
                        "        for i in range(len(symbols) - 1):\n            if symbols[i] == a and symbols[i + 1] == b:\n"
                        "                symbols[i:i + 2] = [a + b]\n                break\n    return symbols\n", "first occurrence"),
+        # The student's answer from the course v3 issue: merging with str.replace on the joined symbols.
+        "str_replace": ("def apply_bpe(word, merges):\n    text = ' '.join(list(word) + ['</w>'])\n    for a, b in merges:\n"
+                        "        text = text.replace(a + ' ' + b, a + b)\n    return text.split()\n", "across symbol boundaries"),
     },
 })
 

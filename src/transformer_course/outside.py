@@ -105,10 +105,11 @@ CORRECT: dict[str, dict[str, tuple[str, str]]] = {
             "https://github.com/hkproj/pytorch-transformer/pull/31 (the fix)"),
     },
     "noam_lr": {
-        "annotated_rate": (
-            "def noam_lr(step, d_model, warmup_steps):\n    factor = 1.0\n    if step == 0:\n        step = 1\n"
+        "annotated_rate_with_check": (
+            "def noam_lr(step, d_model, warmup_steps):\n    factor = 1.0\n    if step < 1:\n"
+            "        raise ValueError('step counts from 1')\n"
             "    return factor * (d_model ** (-0.5) * min(step ** (-0.5), step * warmup_steps ** (-1.5)))",
-            ANNOTATED),
+            ANNOTATED + ", with the ValueError the exercise asks for"),
     },
     "LabelSmoothingLoss": {
         "fairseq_style_uniform_over_all": (
@@ -200,6 +201,13 @@ MISTAKES: dict[str, dict[str, tuple[str, str, str]]] = {
             "    angle = torch.arange(max_len, dtype=torch.float64)[:, None] / 10000 ** (2 * i / d_model)\n"
             "    angle[:, 0::2], angle[:, 1::2] = angle[:, 0::2].sin(), angle[:, 1::2].cos()\n"
             "    return angle.float()", "https://github.com/shenweichen/DeepCTR/issues/379", "2c/D"),
+    },
+    "noam_lr": {
+        # The annotated Transformer turns step 0 into step 1, which hides a scheduler's off-by-one.
+        "annotated_step_zero_as_one": (
+            "def noam_lr(step, d_model, warmup_steps):\n    factor = 1.0\n    if step == 0:\n        step = 1\n"
+            "    return factor * (d_model ** (-0.5) * min(step ** (-0.5), step * warmup_steps ** (-1.5)))",
+            ANNOTATED, "ValueError"),
     },
     "layer_norm": {
         "annotated_unbiased_std_plus_eps": (

@@ -139,9 +139,9 @@ print(tgt.shape, "= (B, T + 1)")
 # Put `bos_id` in front and drop the last token, so the length stays `T`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], dim=1)`
+# Two pieces joined along the time axis with `torch.cat(..., dim=1)`: a `(B, 1)` column of `bos_id` with `tgt`'s dtype and device (look up `torch.full_like` or `Tensor.new_full`), and `tgt` without its last column. The result has exactly `tgt`'s shape.
 #
 # </details>
 #
@@ -205,9 +205,9 @@ _checks.check_shift_right(globals())
 # The row is `<bos> y_1 .. y_n <eos> <pad>..`: the decoder input drops the last column, the labels drop the first, so the label at position t is the token after input t.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `return tgt[:, :-1], tgt[:, 1:]`
+# Both are slices of `tgt` along dim 1, each one position shorter; nothing needs copying or padding. Check on the example above: the first label is the second input.
 #
 # </details>
 #
@@ -285,9 +285,9 @@ _checks.check_make_teacher_forcing_batch(globals())
 # `d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)`; steps count from 1 (step 0 would divide by zero), so reject `step < 1` with a `ValueError`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)`
+# Python's `min` and `**` are all it takes (`x ** -0.5` is $1/\sqrt{x}$), after a guard that raises `ValueError` for `step < 1`. Try it at `step == warmup_steps`: both terms equal `warmup_steps ** -0.5` there.
 #
 # </details>
 #
@@ -375,9 +375,9 @@ _checks.check_noam_lr(globals())
 # Per target: `(1 - s) * (-log p[y]) + s * mean over classes of (-log p)`; use `log_softmax` on the logits; average over the targets that are not `ignore_index`. It must equal `F.cross_entropy(..., label_smoothing=s, ignore_index=...)`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `loss = (1 - s) * nll + s * (-log_probs.mean(dim=-1))`, then `(loss * keep).sum() / keep.sum()`
+# Flatten to `(N, V)` log-probabilities and `(N,)` targets. `Tensor.gather(1, index)` picks each row's $\log p_y$, but a target equal to `ignore_index` (`-100` by default) is not a valid index there: first mark which targets to keep (those that are not `ignore_index`), replace the ignored ones by any valid class (`masked_fill`), gather, and average the per-target losses over the kept rows only.
 #
 # </details>
 #
@@ -497,9 +497,9 @@ print("Notice: with ε > 0 each curve has a minimum below 1; with ε = 0 the los
 # For each batch: move to `device`, split with `make_teacher_forcing_batch`, compute logits and loss, `zero_grad`, `backward`, (optionally) clip the gradient norm, `optimizer.step()`, then `scheduler.step()`. Return the loss averaged per target token over the epoch.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `total_loss += loss.item() * tokens` where `tokens = (labels != pad_id).sum()`; return `total_loss / total_tokens`
+# Keep two running Python numbers, not tensors: the sum of each batch's loss times its number of real labels, and the sum of those numbers. `loss.item()` gives a float; the labels that are not `model.pad_id`, counted with `.sum()` and turned into an `int`, give the tokens. The return value is their ratio, a `float`.
 #
 # </details>
 #
@@ -631,9 +631,9 @@ _checks.check_train_epoch(globals())
 # Start with a column of `bos_id`; at each step decode the whole prefix with the causal mask, take the argmax of the last position's logits and append it. Rows that produced `eos_id` get padding afterwards; stop when all rows are done or at `max_len`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `next_token = model.generator(model.decode(out, memory, src_mask, tgt_mask)[:, -1]).argmax(-1)`
+# The pieces: `model.encode` with the source's padding mask (notebook 04's `make_padding_mask`); in the loop, `model.decode` with the prefix's padding-and-causal mask (`make_decoder_mask`), the states of the last position `[:, -1]` (shape `(B, D)`), `model.generator` and `argmax(-1)`; a bool `finished` of shape `(B,)`, `masked_fill` for rows already finished, and `torch.cat` to append the new `(B, 1)` column.
 #
 # </details>
 #
@@ -743,9 +743,9 @@ _checks.check_greedy_decode(globals())
 # Each step: for every unfinished hypothesis, decode its tokens (causal mask, the source's padding mask) and take `log_softmax` of the last position's logits; every token gives a candidate `(tokens + [v], log_p + step_log_p[v])` (only a hypothesis's `beam_size` best tokens can make the beam, so `topk` saves time). Finished hypotheses are candidates as they are. Sort all candidates by `log_p / ((5 + n) / 6) ** length_penalty`, `n = len(tokens) - 1`, and keep `beam_size`. At the end, pad the rows' best hypotheses with `model.pad_id` to one length.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `beams = sorted(candidates, key=lambda c: c[1] / ((5 + len(c[0]) - 1) / 6) ** length_penalty, reverse=True)[:beam_size]`
+# Python's `sorted(..., key=..., reverse=True)` and a slice keep the beam; the key is the normalised score of hint 2, computed the same way for finished and unfinished hypotheses. Stop when every hypothesis in the beam ends in `eos_id`, or when the longest has `max_len` tokens. `Tensor.topk` gives a hypothesis's best next tokens and their log-probabilities.
 #
 # </details>
 #
@@ -886,9 +886,9 @@ _checks.check_beam_search(globals())
 # Start with `{tuple(word) + ("</w>",): count}`. Each step: add `count` to `pairs[(a, b)]` for every adjacent pair of every word; stop if there is none; take the largest; rebuild every word by walking its symbols left to right, joining `a` and `b` wherever they are next to each other.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `best = max(pairs, key=pairs.get)`
+# `collections.Counter` (or a dict) counts pairs; `max(..., key=...)` finds the most frequent. Ties: keep the pair counted first, as `max` does. Rebuilding a word is a loop with an index `i` that jumps by 2 after a merge and by 1 otherwise; it returns a new tuple.
 #
 # </details>
 #
@@ -975,9 +975,9 @@ _checks.check_learn_bpe(globals())
 # Start from `list(word) + ["</w>"]`; for each merge in order, rebuild the list joining the pair wherever both symbols stand side by side, scanning from the left.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `for pair in merges: symbols = merge_pair(symbols, pair)` with the helper you wrote for `learn_bpe`.
+# The same left-to-right rebuild you wrote for `learn_bpe`, applied once per merge, in the order the merges were learned. Compare whole symbols, pair by pair: joining the symbols into a string and using `str.replace` also matches across symbol boundaries.
 #
 # </details>
 #

@@ -134,6 +134,23 @@ def check_noam_lr(ns: dict[str, Any]) -> None:
         raise AssertionError(f"{where} at step={step} = {got[step]:.6g}, relative error "
                              f"{abs(got[step] - expected) / expected:.2g}. Expected "
                              f"d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) ({SECTION_LR}).")
+    raw = ns["noam_lr"]  # unguarded: the error it raises is what is checked
+    for step in (0, -1):
+        try:
+            value = raw(step, 512, 4000)
+        except ValueError:
+            record(f"noam_lr({step}, 512, 4000) raises", "ValueError", None)
+            continue
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # any other outcome is the mistake being named
+            outcome = f"raised {type(exc).__name__}"
+        else:
+            outcome = f"returned a rate ({value!r:.12})"
+        raise AssertionError(
+            f"noam_lr(step={step}, d_model=512, warmup_steps=4000) {outcome}; steps count from 1, so raise "
+            f"ValueError when step < 1, as the docstring says: a scheduler that forgets LambdaLR's + 1 then fails "
+            f"at once instead of training with a wrong rate ({SECTION_LR}).")
 
 
 def check_LabelSmoothingLoss(ns: dict[str, Any]) -> None:  # noqa: N802 (SPEC name)
@@ -576,8 +593,13 @@ def check_learn_bpe(ns: dict[str, Any]) -> None:
 
 
 def _apply_variant(word: str, merges: list[tuple[str, str]], marker: bool = True, first_only: bool = False,
-                   right_to_left: bool = False) -> list[str]:
+                   right_to_left: bool = False, joined: bool = False) -> list[str]:
     symbols = list(word) + ([ref.END_OF_WORD] if marker else [])
+    if joined:  # str.replace on the symbols joined by spaces: "a b" also matches inside "xa b" or "a bc"
+        text = " ".join(symbols)
+        for a, b in merges:
+            text = text.replace(f"{a} {b}", a + b)
+        return text.split()
     for pair in merges:
         if right_to_left:
             symbols = [s[::-1] for s in ref._merge_pair(tuple(s[::-1] for s in reversed(symbols)),
@@ -613,11 +635,16 @@ def check_apply_bpe(ns: dict[str, Any]) -> None:
             "each merge is applied to its first occurrence only; merge every occurrence": {"first_only": True},
             "occurrences are merged from right to left; scan from the left, so 'a a a' with the merge "
             "('a', 'a') gives 'aa a'": {"right_to_left": True},
+            "a merge was applied across symbol boundaries: replacing the text 'a b' in the space-joined symbols "
+            "also matches the end of a symbol 'xa' next to 'b', or 'a' next to the start of 'bc'. Compare whole "
+            "symbols, pair by pair": {"joined": True},
         }
+        shown = ", ".join(f"({a!r}, {b!r})" for a, b in merges[:10]) + (", ..." if len(merges) > 10 else "")
+        inputs = f"With the merges, in order, [{shown}]: returned {got}, expected {expected}"
         for description, switch in mistakes.items():
             if got == _apply_variant(word, merges, **switch):
-                raise AssertionError(f"{what}: {description} ({SECTION_BPE}).")
-        raise AssertionError(f"{what} returned {got}; start from the characters plus '</w>' and apply each merge, "
+                raise AssertionError(f"{what}: {description}. {inputs} ({SECTION_BPE}).")
+        raise AssertionError(f"{what}: {inputs}. Start from the characters plus '</w>' and apply each merge, "
                              f"in the order learned, to every occurrence from left to right ({SECTION_BPE}).")
 
 
