@@ -22,7 +22,6 @@ Exit status: 0 when every notebook ran under every version; 1 when a notebook fa
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -111,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="report an environment that cannot be installed (no registry, no disk) but exit 0")
     args = parser.parse_args(argv)
     repo = Repo()
-    # Notebook 07 reads Multi30k from the shared copy beside the checkout where there is one, as the tests do.
-    if repo.shared_multi30k.is_dir():
-        os.environ.setdefault("MULTI30K_DIR", str(repo.shared_multi30k))
+    repo.prefer_shared_multi30k()  # notebook 07 reads the shared copy beside the checkout, as the tests do
     assignments = convert_sources(repo)
     failed, not_installed = [], []
     for version in args.versions:

@@ -21,8 +21,7 @@ GRADING_TIMEOUT = 60
 
 # Tests and CI read Multi30k from the shared read-only copy beside the checkout (never downloaded).
 SHARED_MULTI30K = Repo(ROOT).shared_multi30k
-if SHARED_MULTI30K.is_dir():
-    os.environ.setdefault("MULTI30K_DIR", str(SHARED_MULTI30K))
+Repo(ROOT).prefer_shared_multi30k()
 
 
 @pytest.fixture(scope="session")

@@ -494,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="re-run notebook 07 with its automatic configuration (~12 min on a CPU)")
     args = parser.parse_args(argv)
     repo = Repo()
+    repo.prefer_shared_multi30k()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
           f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
     if args.sandbox_only or not args.skip_grading:

@@ -27,7 +27,9 @@ def _user_path(text: str) -> Path:
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
-    built = build(Repo(), run_solutions=not args.no_execute, retrain=args.retrain, train_config=args.train_config,
+    repo = Repo()
+    repo.prefer_shared_multi30k()  # a retrained 07 reads the shared copy where there is one
+    built = build(repo, run_solutions=not args.no_execute, retrain=args.retrain, train_config=args.train_config,
                   rerun=args.rerun)
     print(f"built {len(built)} notebooks into course/ and solutions/")
     return 0

@@ -78,6 +78,12 @@ class Repo:
         ``make compat`` read it instead of downloading."""
         return self.root.parent / "shared" / "data" / "multi30k"
 
+    def prefer_shared_multi30k(self) -> None:
+        """Read Multi30k from :attr:`shared_multi30k` where it exists and ``MULTI30K_DIR`` is unset
+        (tests, CI, ``make compat``, ``make bench`` and a retraining build: no download)."""
+        if self.shared_multi30k.is_dir():
+            os.environ.setdefault("MULTI30K_DIR", str(self.shared_multi30k))
+
     @property
     def sample_class(self) -> Path:
         return self.autograder / "submitted"
