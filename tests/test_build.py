@@ -207,12 +207,28 @@ def _solution_07_output(repo) -> str:
     return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
 
 
+def test_07_evaluates_the_epoch_with_the_lowest_validation_loss(repo):
+    """Early stopping as section 9 says: the checkpoint kept, and evaluated, is the epoch with the
+    lowest validation loss; and the exposure-bias figure shows what section 12 says it shows."""
+    out = _solution_07_output(repo)
+    epochs = [(int(e), float(loss)) for e, loss in re.findall(r"epoch +(\d+): train loss [\d.]+, val loss ([\d.]+)", out)]
+    assert len(epochs) >= 2, out[:2000]
+    best = min(epochs, key=lambda e: e[1])[0]
+    assert f"kept epoch {best} (lowest validation loss" in out and f"(kept epoch {best})" in out
+    if best < epochs[-1][0]:  # it stopped after the best epoch: the notebook says why
+        assert "over-fit" in out or "stayed near it" in out
+    exposure = re.search(r"at position (\d+), (\d+)% of the next tokens match the reference when the model is "
+                         r"given the reference prefix, and (\d+)% when it continues its own", out)
+    assert exposure and int(exposure[2]) > int(exposure[3]), exposure
+
+
 def test_readme_translation_results_are_those_of_the_executed_solution(repo):
     """The README's 07 table and paragraph quote the committed run: a retrain that changes them
     fails here until the README says what the notebook printed."""
     out = _solution_07_output(repo)
     readme = (repo.root / "README.md").read_text()
-    config = re.search(r"configuration (\w+) on [^:]+: [\d.]+ min of training, [\d,]+ steps, \d+ epochs, "
+    config = re.search(r"configuration (\w+) on [^:]+: [\d.]+ min of training, [\d,]+ steps, \d+ epochs "
+                       r"\(kept epoch \d+\), "
                        r"([\d,]+) target tokens/s, peak memory ([\d.]+ GiB)", out)
     assert config, "the solution no longer prints its configuration line"
     name, throughput, peak = config.groups()
