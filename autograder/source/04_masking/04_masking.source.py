@@ -351,7 +351,7 @@ def _test_make_decoder_mask():
         dec = make_decoder_mask(batch, PAD)
     except RuntimeError as err:
         raise AssertionError(
-            f"make_decoder_mask(tokens of shape (B, T) = {tuple(batch.shape)}) raised: {err} If a size "
+            f"make_decoder_mask(tokens of shape (B, T) = {tuple(batch.shape)}) raised: {err}. If a size "
             f"{batch.size(0)} (= B) meets a size {batch.size(1)} (= T), one mask was built with the batch size "
             "as its length: T is tokens.size(1)."
         ) from None
