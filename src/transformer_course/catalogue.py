@@ -211,6 +211,18 @@ MISTAKES.update({
         "padding_only": ("def make_decoder_mask(tokens, pad_id):\n    t = tokens.size(1)\n    return make_padding_mask(tokens, pad_id).expand(-1, -1, t, -1)", "padding mask only"),
         "queries": ("def make_decoder_mask(tokens, pad_id):\n    return (tokens != pad_id)[:, None, :, None] & make_causal_mask(tokens.size(1))", "QUERIES"),
         "causal_on_cpu": ("def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1))", "device of `tokens`"),
+        "batch_as_length": ("def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(0), tokens.device)", "the batch size B = tokens.size(0)"),
+        "len_as_length": ("def make_decoder_mask(tokens, pad_id):\n    return make_padding_mask(tokens, pad_id) & make_causal_mask(len(tokens), tokens.device)", "use tokens.size(1)"),
+        "inline_batch_as_length": ("def make_decoder_mask(tokens, pad_id):\n    t = tokens.size(0)\n    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()\n    return (tokens != pad_id)[:, None, None, :] & causal", "the batch size B = tokens.size(0)"),
+    },
+    # The property test after make_padding_mask (a padded sentence gives what it gives alone): its
+    # diagnosis names an inverted mask, and never blames padding for a sentence that has none.
+    "make_padding_mask_no_effect": {
+        "inverted": ("def make_padding_mask(tokens, pad_id):\n    return (tokens == pad_id)[:, None, None, :]", "has no padding and your mask for it is [0, 0, 0, 0, 0, 0] (1 = may attend); in the batch its real positions differ from the sentence run alone: the mask is inverted"),
+        "all_blocked": ("def make_padding_mask(tokens, pad_id):\n    return torch.zeros_like(tokens, dtype=torch.bool)[:, None, None, :]", "a sentence without padding must have every key allowed"),
+        "pads_let_through": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id + 100)[:, None, None, :]", "has padding at positions [4, 5]"),
+        "flat": ("def make_padding_mask(tokens, pad_id):\n    return tokens != pad_id", "the attention layer needs (B, 1, 1, L)"),
+        "float": ("def make_padding_mask(tokens, pad_id):\n    return (tokens != pad_id).float()[:, None, None, :]", "bool tensor"),
     },
     "sinusoidal_positional_encoding": {
         "swapped": ("def sinusoidal_positional_encoding(max_len, d_model):\n    pe = torch.zeros(max_len, d_model)\n    pos = torch.arange(max_len)[:, None].float()\n    div = 10000 ** (torch.arange(0, d_model, 2).float() / d_model)\n    pe[:, 0::2] = torch.cos(pos / div)\n    pe[:, 1::2] = torch.sin(pos / div)\n    return pe", "swapped"),
@@ -224,6 +236,12 @@ MISTAKES.update({
         "parameter": (PE_INIT + "        self.pe = nn.Parameter(sinusoidal_positional_encoding(max_len, d_model))\n\n" + PE_FORWARD_OK, "nn.Parameter"),
         "no_length_check": (PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n"
                             "    def forward(self, x):\n        return self.dropout(x + self.pe[: x.size(1)])\n", "raise a ValueError"),
+        "assert_instead": (PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n"
+                           "    def forward(self, x):\n        assert x.size(1) <= self.max_len, 'longer than max_len'\n"
+                           "        return self.dropout(x + self.pe[: x.size(1)])\n", "raised AssertionError"),
+        "index_error": (PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n"
+                        "    def forward(self, x):\n        if x.size(1) > self.max_len:\n            raise IndexError('longer than max_len')\n"
+                        "        return self.dropout(x + self.pe[: x.size(1)])\n", "raise a ValueError that names max_len"),
         "no_dropout": (PE_INIT + "        self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model))\n\n"
                        + PE_FORWARD_OK.replace("self.dropout(x + self.pe[: x.size(1)])", "x + self.pe[: x.size(1)]"), "nothing was dropped"),
     },
@@ -241,6 +259,11 @@ CHECKS.update({
     "make_padding_mask": ("nb04", ["check_make_padding_mask"]),
     "make_causal_mask": ("nb04", ["check_make_causal_mask"]),
     "make_decoder_mask": ("nb04", ["check_make_decoder_mask"]),
+    "make_padding_mask_no_effect": ("nb04", ["check_padding_has_no_effect"]),
+})
+# Every correct padding mask passes the property test too.
+CORRECT["make_padding_mask_no_effect"] = dict(CORRECT["make_padding_mask"])
+CHECKS.update({
     "sinusoidal_positional_encoding": ("nb05", ["check_sinusoidal_positional_encoding"]),
     "PositionalEncoding": ("nb05", ["check_PositionalEncoding"]),
     "TokenEmbedding": ("nb05", ["check_TokenEmbedding"]),

@@ -109,9 +109,9 @@ batch = torch.tensor([
 # Compare the tokens with `pad_id`, then add two axes so the mask broadcasts over heads and queries: `(B, L)` becomes `(B, 1, 1, L)`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `(tokens != pad_id)[:, None, None, :]`
+# A comparison such as `!=` between a tensor and a number gives a bool tensor of the same shape, `(B, L)`. New axes of size 1 come from `Tensor.unsqueeze` or from indexing with `None`; aim for `(B, 1, 1, L)`, with the new axes at positions 1 and 2.
 #
 # </details>
 #
@@ -168,15 +168,37 @@ _checks.check_make_padding_mask(globals())
 # %% nbgrader={"grade": true, "grade_id": "test_make_padding_mask_no_effect", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 layer = MultiHeadAttention(16, 4).eval()
 embed = torch.nn.Embedding(10, 16)
+mask = make_padding_mask(batch, PAD)
+assert isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.shape == (2, 1, 1, 5), (
+    f"the attention layer needs a bool mask of shape (B, 1, 1, L) = (2, 1, 1, 5), got "
+    f"{getattr(mask, 'dtype', type(mask).__name__)} {tuple(getattr(mask, 'shape', ()))}"
+)
 with torch.no_grad():
-    padded, _ = layer(embed(batch), embed(batch), embed(batch), mask=make_padding_mask(batch, PAD))
+    padded, _ = layer(embed(batch), embed(batch), embed(batch), mask=mask)
     for row, length in enumerate([5, 3]):
         alone = embed(batch[row : row + 1, :length])
         expected, _ = layer(alone, alone, alone)
-        assert torch.allclose(padded[row, :length], expected[0], atol=1e-6), (
-            f"sentence {row + 1}: its real positions changed because of padding; pads must get weight 0"
-        )
+        if not torch.allclose(padded[row, :length], expected[0], atol=1e-6):
+            pads = (batch[row] == PAD).nonzero().flatten().tolist()
+            mine = mask[row, 0, 0].int().tolist()
+            facts = (f"sentence {row + 1} is {batch[row].tolist()} "
+                     + (f"(padding at positions {pads})" if pads else "(no padding)")
+                     + f" and your mask for it is {mine} (1 = may attend)")
+            if mask[:, 0, 0].equal(batch == PAD):
+                why = "the mask is inverted: True must mark the real tokens, tokens != pad_id"
+            elif not pads:
+                why = "a sentence without padding must have every key allowed"
+            else:
+                why = "the mask must be True exactly at the real tokens and False at the pads"
+            raise AssertionError(f"{facts}; run in the batch, its real positions differ from the sentence "
+                                 f"run alone: {why}")
 print("make_padding_mask: padding does not change the real positions")
+# Hidden tests (run by the grader): the same property on other batches and pad ids.
+### BEGIN HIDDEN TESTS
+from course_reference.checks import nb04 as _checks
+
+_checks.check_padding_has_no_effect(globals())
+### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 2. Causal masks
@@ -187,8 +209,9 @@ print("make_padding_mask: padding does not change the real positions")
 # future (`triu(1)`), and then compare with `== 0`; with our convention, `tril` says what
 # it means.
 #
-# **Exercise 2.** Write `make_causal_mask(size, device=None)` -> bool `(1, 1, size, size)`,
-# created directly on `device`.
+# **Exercise 2.** Write `make_causal_mask(size, device=None)` -> bool `(1, 1, size, size)`
+# on `device`. Create it there (pass `device=` to the constructor) instead of building it
+# on the CPU and copying it over.
 
 # %% [markdown]
 # **Stuck on `make_causal_mask`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.3 ("prevent leftward information flow") and §3.1.
@@ -203,9 +226,9 @@ print("make_padding_mask: padding does not change the real positions")
 # The lower triangle including the diagonal is allowed (True); everything above is the future. Add two leading axes for batch and heads.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]`
+# Look up `torch.ones` (it takes `dtype=` and `device=`) for a `(size, size)` grid of True, and `torch.tril` (or `Tensor.tril`), which keeps the lower triangle with its diagonal. Then two leading axes of size 1 (indexing with `None`, or `view`) make `(1, 1, size, size)`.
 #
 # </details>
 #
@@ -274,8 +297,9 @@ print("make_causal_mask: no gradient flows from the future")
 # not in the future. Combine the two with `&`; broadcasting turns `(B, 1, 1, T)` and
 # `(1, 1, T, T)` into `(B, 1, T, T)`, one `T x T` matrix per sentence.
 #
-# **Exercise 3.** Write `make_decoder_mask(tokens, pad_id)` -> bool `(B, 1, T, T)` using
-# your two functions.
+# **Exercise 3.** Write `make_decoder_mask(tokens, pad_id)` -> bool `(B, 1, T, T)` on the
+# device of `tokens`; your two functions do most of the work. `tokens` is `(B, T)`: the
+# length is its axis 1.
 
 # %% [markdown]
 # **Stuck on `make_decoder_mask`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.3 and §3.1 (decoder self-attention).
@@ -290,9 +314,9 @@ print("make_causal_mask: no gradient flows from the future")
 # A key is allowed only when it is not padding AND not in the future: combine the two masks with logical and; broadcasting gives `(B, 1, T, T)`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1), tokens.device)`
+# The shapes to combine: `(B, 1, 1, T)` from the padding mask and `(1, 1, T, T)` from the causal one; `&` broadcasts them to `(B, 1, T, T)`. `T` is the size of axis 1 of `tokens` (axis 0 is the batch size `B`), and the causal mask belongs on the device of `tokens`.
 #
 # </details>
 #
@@ -313,7 +337,8 @@ def make_decoder_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
         pad_id: the id of the padding token.
 
     Returns:
-        bool ``(B, 1, T, T)``.
+        bool ``(B, 1, T, T)`` on the device of ``tokens``: True where key ``j`` is a real
+        token and ``j <= i`` (query ``i``).
     """
     ### BEGIN SOLUTION
     return make_padding_mask(tokens, pad_id) & make_causal_mask(tokens.size(1), device=tokens.device)
@@ -322,7 +347,14 @@ def make_decoder_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 # %% nbgrader={"grade": true, "grade_id": "test_make_decoder_mask", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 def _test_make_decoder_mask():
-    dec = make_decoder_mask(batch, PAD)
+    try:
+        dec = make_decoder_mask(batch, PAD)
+    except RuntimeError as err:
+        raise AssertionError(
+            f"make_decoder_mask(tokens of shape (B, T) = {tuple(batch.shape)}) raised: {err}. If a size "
+            f"{batch.size(0)} (= B) meets a size {batch.size(1)} (= T), one mask was built with the batch size "
+            "as its length: T is tokens.size(1)."
+        ) from None
     assert dec.dtype == torch.bool and dec.shape == (2, 1, 5, 5), (
         f"expected bool (B, 1, T, T) = (2, 1, 5, 5), got {dec.dtype} {tuple(dec.shape)}"
     )

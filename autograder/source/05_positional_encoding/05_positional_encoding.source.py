@@ -102,9 +102,9 @@ sns.set_theme(style="whitegrid", palette="colorblind")
 # Frequencies are $10000^{-2i/d_{model}}$ for $i = 0, 1, \dots, d_{model}/2 - 1$; angles are the outer product of positions and frequencies, shape `(max_len, d_model/2)`. Compute in float64 and return float32.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `pe[:, 0::2] = torch.sin(angles)` and `pe[:, 1::2] = torch.cos(angles)`
+# Positions: `torch.arange(max_len)` as a column, shape `(max_len, 1)` (index with `[:, None]`). The exponents $2i$: `torch.arange(0, d_model, 2)`, shape `(d_model/2,)`. Their product (after turning the exponents into frequencies with `**` or `torch.exp`) broadcasts to the angles, `(max_len, d_model/2)`. Start from an empty `(max_len, d_model)` table (`torch.empty`) and assign `torch.sin` of the angles to the slice of even columns (`0::2`) and `torch.cos` to the odd ones (`1::2`).
 #
 # </details>
 #
@@ -249,8 +249,8 @@ print("Notice: one matrix per offset, the same for every position (errors at flo
 # 0.1 on these sums, section 5.4). A sequence longer than `max_len` has no table rows:
 # raise a `ValueError` that says so, instead of an unreadable broadcasting error.
 #
-# **Exercise 2.** Complete `PositionalEncoding`: register the buffer `pe` of shape
-# `(max_len, d_model)`, and write `forward(x)` = `dropout(x + pe[:L])`.
+# **Exercise 2.** Complete `PositionalEncoding`: register the table as a buffer named `pe`,
+# and write `forward(x)` = `dropout(x + pe[:L])`, raising `ValueError` when `L > max_len`.
 
 # %% [markdown]
 # **Stuck on `PositionalEncoding`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.5, and §5.4 for the dropout on the sums.
@@ -265,9 +265,9 @@ print("Notice: one matrix per offset, the same for every position (errors at flo
 # Register the table as a buffer in `__init__`; in `forward` add its first `L` rows to `x` (they broadcast over the batch), then apply dropout. Refuse sequences longer than `max_len` with a clear error.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `self.register_buffer('pe', sinusoidal_positional_encoding(max_len, d_model), persistent=False)` and `return self.dropout(x + self.pe[: x.size(1)])`
+# In `__init__`: `nn.Module.register_buffer(name, tensor, persistent=...)` with the name `"pe"` and the table from exercise 1. In `forward`: `L` is `x.size(1)`; compare it with `self.max_len` and raise `ValueError` first; the first `L` rows of the buffer have shape `(L, D)`, which broadcasts against `(B, L, D)`; `self.dropout` comes last, on the sum.
 #
 # </details>
 #
@@ -398,9 +398,9 @@ print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())}
 # `nn.Embedding` maps ids to vectors; multiply them by $\sqrt{d_{model}}$ (with a small initialisation, as in notebook 06, this brings them to the size of the positional encoding).
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `return self.embedding(tokens) * math.sqrt(self.d_model)`
+# Calling the module `self.embedding` on the ids gives `(B, L, d_model)`; the factor is the square root of `self.d_model` (`math.sqrt`, a Python float, so the result keeps the dtype of the weights).
 #
 # </details>
 #
@@ -489,3 +489,90 @@ with torch.no_grad():
         gap = (out_a[:, perm] - out_b).abs().max().item()
         print(f"{label:15s}: max |attention(shuffled) - shuffled(attention)| = {gap:.2e}")
 print("Notice: without positions the gap is rounding error (equivariant); with them, order matters.")
+
+# %% [markdown]
+# ## 5. Attention that reads positions: a reversed copy
+#
+# Section 4 showed that attention alone cannot tell word orders apart. Now give it a task
+# that is *only* about order: copy a sequence of 8 random tokens **in reverse**. Output
+# position $t$ must find input position $7 - t$, whatever the tokens are, so the model has
+# to use the positional encoding to know where to look. The model is your
+# `TokenEmbedding` and `PositionalEncoding`, two self-attention layers of 4 heads (with
+# residual connections), and a linear layer that reads the token off each position.
+# A few hundred steps of Adam train it in a few seconds.
+#
+# *Predict:* if it has learnt the task, what will the attention weights of the layer that
+# fetches the answer look like, as a grid of queries by keys?
+
+# %%
+class ReverseCopy(nn.Module):
+    """Embeddings + positions, self-attention layers with residuals, a linear read-out."""
+
+    def __init__(self, vocab_size: int, d_model: int, num_heads: int, num_layers: int, length: int):
+        super().__init__()
+        self.embed = TokenEmbedding(vocab_size, d_model)
+        nn.init.xavier_uniform_(self.embed.embedding.weight)  # small start (section 3)
+        self.positions = PositionalEncoding(d_model, dropout=0.0, max_len=length)
+        self.layers = nn.ModuleList(MultiHeadAttention(d_model, num_heads) for _ in range(num_layers))
+        self.read_out = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        x = self.positions(self.embed(tokens))
+        weights = []  # one (B, h, L, L) tensor per layer
+        for layer in self.layers:
+            out, w = layer(x, x, x)
+            x = x + out
+            weights.append(w)
+        return self.read_out(x), weights
+
+
+torch.manual_seed(0)
+VOCAB, LENGTH, LAYERS, HEADS = 12, 8, 2, 4
+copier = ReverseCopy(VOCAB, 32, HEADS, LAYERS, LENGTH)
+optimizer = torch.optim.Adam(copier.parameters(), lr=3e-3)
+for _ in range(300):
+    src = torch.randint(0, VOCAB, (64, LENGTH))
+    logits, _ = copier(src)
+    loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), src.flip(1).reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+copier.eval()
+with torch.no_grad():
+    test = torch.randint(0, VOCAB, (500, LENGTH))
+    logits, _ = copier(test)
+    accuracy = (logits.argmax(-1) == test.flip(1)).float().mean().item()
+print(f"after 300 steps: loss {loss.item():.3f}, tokens reversed correctly on new sequences: {accuracy:.1%}")
+
+# %% [markdown]
+# **Every layer and every head.** One heatmap per (layer, head) for one test sequence: row
+# = query (output position), column = key (input position), colour = attention weight.
+# Look for the **anti-diagonal** (query $t$ on key $7 - t$): the head or layer that
+# fetches the reversed token. Heads that spread their weight, or split the positions
+# between them, share the work. Nothing in the weights depends on which tokens the
+# sequence holds, only on positions; try another row of `test` to see.
+
+# %%
+sample = test[:1]
+with torch.no_grad():
+    _, weights = copier(sample)
+fig, axes = plt.subplots(LAYERS, HEADS, figsize=(3.2 * HEADS, 3.0 * LAYERS), layout="constrained",
+                         sharex=True, sharey=True, squeeze=False)
+for layer_index, layer_weights in enumerate(weights):
+    for head in range(HEADS):
+        ax = axes[layer_index, head]
+        sns.heatmap(layer_weights[0, head], ax=ax, cmap="viridis", vmin=0, vmax=1, square=True,
+                    cbar=head == HEADS - 1, xticklabels=sample[0].tolist(), yticklabels=range(LENGTH))
+        ax.set(title=f"layer {layer_index + 1}, head {head + 1}",
+               xlabel="key (input token)" if layer_index == LAYERS - 1 else "",
+               ylabel="query (output position)" if head == 0 else "")
+fig.suptitle(f"Attention of the reversed-copy model on the input {sample[0].tolist()}")
+plt.show()
+anti = torch.stack([w[0, :, torch.arange(LENGTH), LENGTH - 1 - torch.arange(LENGTH)].mean(-1) for w in weights])
+for layer_index, per_head in enumerate(anti.tolist()):
+    print(f"layer {layer_index + 1}: mean weight on the anti-diagonal, per head: "
+          + ", ".join(f"{v:.2f}" for v in per_head))
+best = divmod(int(anti.argmax()), HEADS)
+print(f"Notice: the clearest anti-diagonal is layer {best[0] + 1}, head {best[1] + 1} "
+      f"({anti.max().item():.2f} of each query's weight on key 7 - t); a uniform head would put "
+      f"1/{LENGTH} = {1 / LENGTH:.2f} there.")

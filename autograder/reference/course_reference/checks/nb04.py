@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
 
 from .. import nb04_masking as ref
-from . import generator, record, reference_for, student_name, upstream_from
+from . import generator, randn, record, reference_for, student_name, tolerance, upstream_from
 
 SECTION_PADDING = "see section 1, 'Padding masks'"
 SECTION_CAUSAL = "see section 2, 'Causal masks'"
@@ -18,7 +19,9 @@ upstream = upstream_from(ref)
 
 
 def _assert_mask(got: Any, expected: torch.Tensor, what: str, mistakes: dict[str, torch.Tensor | None],
-                 hint: str) -> None:
+                 hint: str, inputs: str = "") -> None:
+    """``inputs``: the facts about the inputs that decide the mask (which positions are padding),
+    shown when the mask is wrong in no known way."""
     if not isinstance(got, torch.Tensor):
         raise AssertionError(f"{what} should be a torch.Tensor, got {type(got).__name__}.")
     if got.dtype != torch.bool:
@@ -32,7 +35,8 @@ def _assert_mask(got: Any, expected: torch.Tensor, what: str, mistakes: dict[str
         raise AssertionError(f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}. {hint}")
     if not torch.equal(got, expected):
         wrong = (got != expected).nonzero()[0].tolist()
-        raise AssertionError(f"{what} is wrong at index {tuple(wrong)} (and maybe elsewhere). {hint}")
+        facts = f" The inputs: {inputs}." if inputs else ""
+        raise AssertionError(f"{what} is wrong at index {tuple(wrong)} (and maybe elsewhere).{facts} {hint}")
     record(what, got)
 
 
@@ -60,6 +64,15 @@ def _on_input_device(call: Any, message: str) -> None:
         out = None
     if getattr(out, "device", None) != torch.device("meta"):
         raise AssertionError(message)
+
+
+def _padding_facts(tokens: torch.Tensor, pad_id: int) -> str:
+    """Which positions of each sentence are padding, in words (inputs only, no expected values)."""
+    rows = []
+    for row, sentence in enumerate(tokens):
+        pads = (sentence == pad_id).nonzero().flatten().tolist()
+        rows.append(f"sentence {row} " + (f"has padding at positions {pads}" if pads else "has no padding"))
+    return "; ".join(rows)
 
 
 def _tokens(gen: torch.Generator, lengths: list[int], length: int, pad_id: int) -> torch.Tensor:
@@ -90,10 +103,55 @@ def check_make_padding_mask(ns: dict[str, Any]) -> None:
         }
         _assert_mask(make_padding_mask(tokens, pad_id), expected,
                      f"make_padding_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})", mistakes,
-                     hint=f"Expected (tokens != pad_id) with shape (B, 1, 1, L) ({SECTION_PADDING}).")
+                     hint=f"Expected (tokens != pad_id) with shape (B, 1, 1, L) ({SECTION_PADDING}).",
+                     inputs=f"pad_id={pad_id}; {_padding_facts(tokens, pad_id)}")
     _on_input_device(lambda device: make_padding_mask(torch.tensor([[4, 5, 0]], device=device), 0),
                      "make_padding_mask must return the mask on the device of `tokens`: build it from tokens "
                      "(a new tensor needs device=tokens.device).")
+
+
+def check_padding_has_no_effect(ns: dict[str, Any]) -> None:
+    """With the student's padding mask, each padded sentence gives at its real positions what it
+    gives alone (through the reference attention layer). A wrong result names what the mask got
+    wrong for that sentence: inverted, a sentence without padding blocked, or pads let through."""
+    from .. import nb03_multi_head
+
+    make_padding_mask = student_name(ns, "make_padding_mask")
+    gen = generator(404)
+    for lengths, length, pad_id in [([6, 4, 1], 6, 0), ([3, 3], 3, 2), ([5, 2], 5, 1)]:
+        tokens = _tokens(gen, lengths, length, pad_id)
+        what = f"make_padding_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})"
+        mask = make_padding_mask(tokens, pad_id)
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+            raise AssertionError(f"{what} should be a bool tensor (True = may attend), got "
+                                 f"{getattr(mask, 'dtype', type(mask).__name__)} ({SECTION_PADDING}).")
+        if mask.shape != (len(lengths), 1, 1, length):
+            raise AssertionError(f"{what} has shape {tuple(mask.shape)}; the attention layer needs (B, 1, 1, L) "
+                                 f"= {(len(lengths), 1, 1, length)}, one entry per key ({SECTION_PADDING}).")
+        state = torch.random.get_rng_state()
+        torch.manual_seed(404)  # the layer's initial weights, the same for every answer
+        layer = nb03_multi_head.MultiHeadAttention(8, 2).eval()
+        torch.random.set_rng_state(state)
+        x = randn(len(lengths), length, 8, gen=gen)
+        with torch.no_grad():
+            padded, _ = layer(x, x, x, mask=mask)
+            for row, n in enumerate(lengths):
+                alone, _ = layer(x[row : row + 1, :n], x[row : row + 1, :n], x[row : row + 1, :n])
+                if torch.allclose(padded[row, :n], alone[0], **tolerance(torch.float32)):
+                    record(f"{what}: sentence {row}, real positions", padded[row, :n], tolerance(torch.float32))
+                    continue
+                pads = (tokens[row] == pad_id).nonzero().flatten().tolist()
+                mine = mask[row, 0, 0].int().tolist()
+                facts = (f"sentence {row} " + (f"has padding at positions {pads}" if pads else "has no padding")
+                         + f" and your mask for it is {mine} (1 = may attend)")
+                if mask[:, 0, 0].equal(tokens == pad_id):  # over the whole batch: a row without pads is ambiguous
+                    why = "the mask is inverted: True must mark the real tokens, tokens != pad_id"
+                elif not pads:
+                    why = "a sentence without padding must have every key allowed"
+                else:
+                    why = "the mask must be True exactly at the real tokens and False at the pads"
+                raise AssertionError(f"{what}: {facts}; in the batch its real positions differ from the sentence "
+                                     f"run alone: {why} ({SECTION_PADDING}).")
 
 
 def check_make_causal_mask(ns: dict[str, Any]) -> None:
@@ -122,6 +180,41 @@ def check_make_causal_mask(ns: dict[str, Any]) -> None:
         raise AssertionError("make_causal_mask(size) with no device should give a CPU tensor.")
 
 
+def _batch_as_length(tokens: torch.Tensor) -> str:
+    b, t = tokens.shape
+    return (f"the causal mask was built for length {b}, the batch size B = tokens.size(0); the length T = {t} is "
+            f"axis 1 of tokens (B, T): use tokens.size(1) ({SECTION_DECODER}).")
+
+
+def _decoder_mask(ns: dict[str, Any], tokens: torch.Tensor, pad_id: int) -> Any:
+    """The student's decoder mask, with reference upstream functions. An error is reported with the
+    shape of ``tokens``; when the causal mask was made for the batch size instead of the length
+    (``tokens.size(0)``, ``len(tokens)``), the message says so."""
+    sizes: list[int] = []
+
+    def causal(size: int, *args: Any, **kwargs: Any) -> torch.Tensor:
+        sizes.append(int(size))
+        return ref.make_causal_mask(size, *args, **kwargs)
+
+    b, t = tokens.shape
+    try:
+        with reference_for(ns, make_padding_mask=ref.make_padding_mask, make_causal_mask=causal):
+            got = ns["make_decoder_mask"](tokens, pad_id)
+    except (AssertionError, NotImplementedError):
+        raise
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:200]
+        sizes_in_error = {int(n) for n in re.findall(r"\((\d+)\)", message)}
+        if b != t and (b in sizes or sizes_in_error == {b, t}):
+            raise AssertionError(f"make_decoder_mask(tokens {(b, t)}, pad_id={pad_id}) raised "
+                                 f"{type(exc).__name__} ({message}): {_batch_as_length(tokens)}") from None
+        raise AssertionError(f"make_decoder_mask(tokens {(b, t)} int64, pad_id={pad_id}) raised "
+                             f"{type(exc).__name__}: {message}") from None
+    if b != t and b in sizes and t not in sizes:
+        raise AssertionError(f"make_decoder_mask(tokens {(b, t)}, pad_id={pad_id}): {_batch_as_length(tokens)}")
+    return got
+
+
 def check_make_decoder_mask(ns: dict[str, Any]) -> None:
     make_decoder_mask = student_name(ns, "make_decoder_mask")
     gen = generator(403)
@@ -140,8 +233,9 @@ def check_make_decoder_mask(ns: dict[str, Any]) -> None:
             "blocks padded QUERIES instead of padded keys: transpose back to (B, 1, 1, T) & causal "
             f"({SECTION_DECODER}).": padding.transpose(-2, -1) & causal,
         }
-        with reference_for(ns, **upstream("make_padding_mask", "make_causal_mask")):
-            got = make_decoder_mask(tokens, pad_id)
+        got = _decoder_mask(ns, tokens, pad_id)
+        if len(lengths) == 1 < length:  # a causal mask of the batch size broadcasts only when B = 1
+            mistakes[_batch_as_length(tokens)] = padding & ref.make_causal_mask(1)
         _assert_mask(got, expected,
                      f"make_decoder_mask(tokens {tuple(tokens.shape)}, pad_id={pad_id})", mistakes,
                      hint=f"Expected make_padding_mask(tokens, pad_id) & make_causal_mask(T), shape (B, 1, T, T) "

@@ -188,11 +188,10 @@ def check_PositionalEncoding(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPE
             pass
         except NotImplementedError:
             raise
-        except Exception as exc:
-            if "max_len" not in str(exc):
-                raise AssertionError(
-                    f"a sequence longer than max_len raised {type(exc).__name__} ({' '.join(str(exc).split())[:80]}); "
-                    f"check the length and raise a ValueError that names max_len ({SECTION_MODULE}).") from None
+        except Exception as exc:  # an IndexError, an assert, or PyTorch's broadcasting error
+            raise AssertionError(
+                f"a sequence longer than max_len raised {type(exc).__name__} ({' '.join(str(exc).split())[:80]}); "
+                f"compare L with max_len first and raise a ValueError that names max_len ({SECTION_MODULE}).") from None
         else:
             raise AssertionError(f"PositionalEncoding(8, max_len=6) accepted a sequence of length 7; raise a "
                                  f"ValueError when L > max_len ({SECTION_MODULE}).")
