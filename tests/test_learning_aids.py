@@ -10,6 +10,7 @@ import pytest
 from transformer_course.layout import Repo
 
 ASSIGNMENTS = [a.name for a in Repo().assignments()]
+REWRITTEN_HINTS = {"01_self_attention", "02_scaled_dot_product", "03_multi_head"}
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
@@ -23,7 +24,10 @@ def test_every_exercise_has_tiered_hints_a_paper_link_and_a_self_check(repo, nam
         assert hints.cell_type == "markdown" and f"`{exercise}`" in hints.source, (
             f"{exercise}: the cell before its answer cell should hold its hints")
         summaries = re.findall(r"<details><summary>(.*?)</summary>", hints.source)
-        assert summaries[:3] == ["Hint 1: a nudge", "Hint 2: the idea", "Hint 3: the key line"], summaries
+        # Hint 3 names the pieces (formula, methods to look up, shapes), not a line to copy.
+        # Notebooks 01-03 are rewritten so far; the others follow (then drop the old title).
+        third = "Hint 3: the pieces" if name in REWRITTEN_HINTS else "Hint 3: the key line"
+        assert summaries[:3] == ["Hint 1: a nudge", "Hint 2: the idea", third], summaries
         assert "https://arxiv.org/abs/1706.03762" in hints.source and "§" in hints.source
         assert "**Check yourself:**" in hints.source and "<summary>Answer</summary>" in hints.source
         # Each <details> block is closed, so JupyterLab and Colab render the rest of the cell.
