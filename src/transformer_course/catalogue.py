@@ -46,11 +46,13 @@ MISTAKES = {
         "ignores_dim": ("def softmax(x, dim=-1):\n    e = (x - x.amax(-1, keepdim=True)).exp()\n    return e / e.sum(-1, keepdim=True)", "although dim="),
         "sum_over_all": ("def softmax(x, dim=-1):\n    e = (x - x.max()).exp()\n    return e / e.sum()", "sum of ALL entries"),
         "builtin": ("def softmax(x, dim=-1):\n    return F.softmax(x, dim=dim)", "built-in"),
+        "no_keepdim": ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n    return e / e.sum(dim=dim)", "keepdim=True"),
         "no_normalisation": ("def softmax(x, dim=-1):\n    return x.exp()", "without dividing"),
     },
     "attention_scores": {
         "swapped": ("def attention_scores(query, key):\n    return key @ query.transpose(-2, -1)", "axes swapped"),
         "scaled": ("def attention_scores(query, key):\n    return query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))", "scaled by 1/sqrt(d_k)"),
+        "fixed_axes": ("def attention_scores(query, key):\n    return query @ key.transpose(1, 2)", "count the axes from the end"),
         "elementwise": ("def attention_scores(query, key):\n    return (query * key).sum(-1)", "raised RuntimeError"),
     },
     "self_attention": {
