@@ -122,8 +122,9 @@ SDPA_OK = '''def scaled_dot_product_attention(query, key, value, mask=None, drop
     return weights @ value, weights
 '''
 SDPA_STYLES = '''def _mask_bias(mask, dtype):
-    # additive mask: 0 where allowed, -inf where blocked
-    return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, float("-inf"))
+    # additive mask: 0 where allowed, the lowest finite value where blocked (an added -inf
+    # would give NaN gradients on a row where everything is blocked)
+    return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, torch.finfo(dtype).min)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):
@@ -133,7 +134,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):
         scores = scores + _mask_bias(mask, scores.dtype)
     weights = scores.softmax(dim=-1)
     if mask is not None:
-        # rows with nothing to attend to are NaN after softmax
+        # blocked weights to exactly 0, and rows with nothing to attend to (uniform here) too
         weights = torch.where(mask, weights, torch.zeros_like(weights))
     weights = weights.to(query.dtype)
     weights = torch.nn.functional.dropout(weights, dropout_p, training=dropout_p > 0)

@@ -33,7 +33,8 @@ CORRECT = {
     "scaled_dot_product_attention": {
         "masked_fill_nan_to_num": "def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(torch.softmax(s, -1))\n    w = F.dropout(w, dropout_p) if dropout_p > 0 else w\n    return w @ value, w",
         "where_and_zero_rows": "def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = torch.einsum('...qd,...kd->...qk', query, key) * query.shape[-1] ** -0.5\n    if mask is not None:\n        s = torch.where(mask, s, float('-inf'))\n    w = s.softmax(-1)\n    if mask is not None:\n        w = torch.where(mask, w, 0.0)\n    w = F.dropout(w, p=dropout_p, training=True)\n    return torch.einsum('...qk,...kd->...qd', w, value), w",
-        "additive_bias_float64": "def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    q, k = query.double(), key.double()\n    s = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5\n    if mask is not None:\n        s = s + torch.zeros(mask.shape, dtype=s.dtype).masked_fill(~mask, float('-inf'))\n    w = torch.softmax(s, -1)\n    w = torch.where(torch.isnan(w), torch.zeros_like(w), w).to(query.dtype)\n    if dropout_p:\n        w = torch.nn.Dropout(dropout_p)(w)\n    return w @ value, w",
+        # An additive mask needs a finite fill: adding -inf gives NaN gradients on fully blocked rows.
+        "additive_bias_float64": "def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    q, k = query.double(), key.double()\n    s = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5\n    if mask is not None:\n        s = s + torch.zeros(mask.shape, dtype=s.dtype).masked_fill(~mask, torch.finfo(s.dtype).min)\n    w = torch.softmax(s, -1)\n    if mask is not None:\n        w = torch.where(mask, w, torch.zeros_like(w))\n    w = w.to(query.dtype)\n    if dropout_p:\n        w = torch.nn.Dropout(dropout_p)(w)\n    return w @ value, w",
         "large_negative_then_zero": "def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(key.size(-1))\n    if mask is not None:\n        s = s.masked_fill(mask == 0, -1e9)\n    w = s.softmax(-1)\n    if mask is not None:\n        w = w * mask\n    w = F.dropout(w, dropout_p)\n    return w @ value, w",
     },
 }
@@ -45,11 +46,13 @@ MISTAKES = {
         "ignores_dim": ("def softmax(x, dim=-1):\n    e = (x - x.amax(-1, keepdim=True)).exp()\n    return e / e.sum(-1, keepdim=True)", "although dim="),
         "sum_over_all": ("def softmax(x, dim=-1):\n    e = (x - x.max()).exp()\n    return e / e.sum()", "sum of ALL entries"),
         "builtin": ("def softmax(x, dim=-1):\n    return F.softmax(x, dim=dim)", "built-in"),
+        "no_keepdim": ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim=dim, keepdim=True)).exp()\n    return e / e.sum(dim=dim)", "keepdim=True"),
         "no_normalisation": ("def softmax(x, dim=-1):\n    return x.exp()", "without dividing"),
     },
     "attention_scores": {
         "swapped": ("def attention_scores(query, key):\n    return key @ query.transpose(-2, -1)", "axes swapped"),
         "scaled": ("def attention_scores(query, key):\n    return query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))", "scaled by 1/sqrt(d_k)"),
+        "fixed_axes": ("def attention_scores(query, key):\n    return query @ key.transpose(1, 2)", "count the axes from the end"),
         "elementwise": ("def attention_scores(query, key):\n    return (query * key).sum(-1)", "raised RuntimeError"),
     },
     "self_attention": {
@@ -68,6 +71,8 @@ MISTAKES = {
         "nan_rows": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = s.softmax(-1)\n    return w @ value, w", "NaN"),
         "uniform_rows": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, -1e9)\n    w = s.softmax(-1)\n    return w @ value, w", "-1e9"),
         "dropout_not_rescaled": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    if dropout_p > 0:\n        w = w * (torch.rand_like(w) > dropout_p)\n    return w @ value, w", "1/(1 - p)"),
+        "additive_inf_nan_to_num": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s + torch.zeros(mask.shape, dtype=s.dtype).masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    if dropout_p > 0:\n        w = F.dropout(w, dropout_p)\n    return w @ value, w", "instead of adding -inf"),
+        "weights_before_dropout": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    return F.dropout(w, dropout_p) @ value, w", "weights after dropout"),
         "dropout_ignored": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    return w @ value, w", "changed nothing"),
     },
 }

@@ -126,9 +126,12 @@ print("shifted  :", (scores - scores.max()).exp() / (scores - scores.max()).exp(
 # Subtracting the row maximum changes nothing mathematically but keeps every exponent at or below 0, so `exp` cannot overflow. Then divide by the sum along `dim`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `e = (x - x.amax(dim=dim, keepdim=True)).exp()` then `e / e.sum(dim=dim, keepdim=True)`
+# The formula is $e^{x_i - m} / \sum_j e^{x_j - m}$ with $m$ the maximum along `dim`. Look up
+# `Tensor.amax` (or `Tensor.max`, which returns values and indices), `Tensor.exp` and
+# `Tensor.sum`, each with `dim=dim, keepdim=True`: for `x` of shape `(2, 3)` and `dim=1`, the
+# maximum and the sum should have shape `(2, 1)`.
 #
 # </details>
 #
@@ -224,9 +227,11 @@ print("Notice: each row sums to 1; equal scores share the weight equally, and a 
 # A matrix product of `query` with the key matrix turned on its side: swap the key's last two axes, leave the batch axes alone.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `query @ key.transpose(-2, -1)`
+# Look up `Tensor.transpose(dim0, dim1)`: negative axes count from the end, so it can swap the
+# last two axes whatever the number of batch axes. `@` (`torch.matmul`) treats every axis but
+# the last two as a batch axis: `(..., Lq, d_k) @ (..., d_k, Lk)` gives `(..., Lq, Lk)`.
 #
 # </details>
 #
@@ -306,9 +311,12 @@ _checks.check_attention_scores(globals())
 # Project `x` three times, score queries against keys, turn each query's row of scores into weights with your `softmax` over the keys, then mix the values with those weights.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `softmax(attention_scores(x @ w_q, x @ w_k), dim=-1) @ (x @ w_v)`
+# $\mathrm{out} = \mathrm{softmax}(QK^\top)\,V$ with $Q = XW_Q$, $K = XW_K$, $V = XW_V$. The
+# shapes to aim for: $Q$ and $K$ `(B, L, d_k)`, $V$ `(B, L, d_v)`, the scores and the weights
+# `(B, L, L)`, the output `(B, L, d_v)`. Your `attention_scores` gives the scores; your
+# `softmax` with `dim=-1` gives the weights; `@` does the projections and the weighted sum.
 #
 # </details>
 #
@@ -411,17 +419,26 @@ _checks.check_self_attention(globals())
 # `self.w_q(x)` computes `x @ W_q^T`: use the layers for the projections, then the same scores, softmax and weighted sum. Return the weights too.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `q, k, v = self.w_q(x), self.w_k(x), self.w_v(x)` then `weights = softmax(attention_scores(q, k), dim=-1)`; return `weights @ v, weights`
+# Calling a layer, `self.w_k(x)`, gives `(B, L, d_k)` from `(B, L, D)`, and `self.w_v(x)` gives
+# `(B, L, d_v)`. From there it is `self_attention`'s computation: scores `(B, L, L)`, weights by
+# your `softmax` over the keys, output `(B, L, d_v)`. `forward` returns a tuple: the output first,
+# then the weights.
 #
 # </details>
 #
-# **Check yourself:** Why are the projections `bias=False` here?
+# **Check yourself:** Suppose `w_k` had a bias $b_k$, so every key became $k_j + b_k$. Would the
+# attention weights change? And with a bias $b_q$ on `w_q` instead?
 #
 # <details><summary>Answer</summary>
 #
-# Eq. (1) and the paper's $W^Q, W^K, W^V$ are plain linear maps; the grader copies weights by name, so the stub's layers must keep that form.
+# A key bias changes nothing. The score of query $i$ and key $j$ becomes
+# $q_i \cdot k_j + q_i \cdot b_k$, and the added term $q_i \cdot b_k$ is the same for every key $j$
+# of that query: the whole row of scores moves by one constant, and softmax along the keys does
+# not change when a constant is added to a row (section 1). A query bias adds $b_q \cdot k_j$,
+# which is different for each key, so it does change the weights. The paper's $W^Q, W^K, W^V$ are
+# plain linear maps, and this notebook keeps them so; the cell after the tests checks both claims.
 #
 # </details>
 
@@ -491,6 +508,24 @@ from course_reference.checks import nb01 as _checks
 
 _checks.check_SelfAttention(globals())
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# A bias on the keys would be a wasted parameter: it shifts each query's whole row of scores by
+# the same amount, which softmax ignores. A bias on the queries is a different matter. Adding
+# random biases to the projections of a few random tokens shows both:
+
+# %%
+x_bias = torch.randn(1, 5, 8, dtype=torch.float64)
+w_q_bias, w_k_bias = torch.randn(8, 4, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64)
+b_q, b_k = torch.randn(4, dtype=torch.float64), torch.randn(4, dtype=torch.float64)
+q_plain, k_plain = x_bias @ w_q_bias, x_bias @ w_k_bias
+plain = torch.softmax(q_plain @ k_plain.transpose(-2, -1), dim=-1)
+with_key_bias = torch.softmax(q_plain @ (k_plain + b_k).transpose(-2, -1), dim=-1)
+with_query_bias = torch.softmax((q_plain + b_q) @ k_plain.transpose(-2, -1), dim=-1)
+print(f"key bias:   weights change by at most {(with_key_bias - plain).abs().max().item():.1e}")
+print(f"query bias: weights change by at most {(with_query_bias - plain).abs().max().item():.1e}")
+print("Notice: the key bias changes the weights only by rounding error (float64); the query bias "
+      "changes them for real.")
 
 # %% [markdown]
 # ## 5. Looking at attention

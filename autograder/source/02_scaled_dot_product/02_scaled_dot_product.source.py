@@ -140,6 +140,38 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 # - **A large negative fill** such as `-1e9` instead of $-\infty$ avoids the NaN but gives
 #   a fully blocked row *uniform* weights, so it attends to everything. Zero those rows.
 #
+# One way handles both: after the softmax, set every blocked weight to 0 with the mask again.
+# A fully blocked row has only blocked entries, so it becomes all zeros, whatever the softmax
+# gave there.
+#
+# The gradient needs the same care as the forward pass, since a NaN in a gradient spreads to
+# every parameter at the next optimiser step. Softmax over an all $-\infty$ row has a NaN
+# gradient too. How the mask reaches the scores decides whether that NaN goes further back:
+# `masked_fill` (or `torch.where`) *replaces* the blocked scores, and a replaced entry passes no
+# gradient back to what it replaced, so the NaN stops there. *Adding* a mask of $0$ and
+# $-\infty$ to the scores passes the gradient through unchanged, NaN included, to the queries
+# and keys, even when the forward pass was repaired afterwards. The cell below shows both.
+
+# %%
+def _blocked_row_gradient(how: str) -> torch.Tensor:
+    query, key = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)
+    keep = torch.tensor([[True, True, False], [False, False, False], [True, False, True]])
+    scores = query @ key.T / 2.0  # row 1: a query that may attend to nothing
+    if how == "replace":
+        scores = scores.masked_fill(~keep, float("-inf"))
+    else:  # "add": a 0 / -inf mask added to the scores
+        scores = scores + torch.zeros(3, 3).masked_fill(~keep, float("-inf"))
+    weights = torch.nan_to_num(scores.softmax(dim=-1))  # the forward pass is repaired in both
+    (weights @ torch.randn(3, 5)).square().sum().backward()
+    return query.grad
+
+
+for how in ("replace", "add"):
+    grad = _blocked_row_gradient(how)
+    print(f"{how:7s}: gradient of the queries finite everywhere? {torch.isfinite(grad).all().item()}; "
+          f"its row 1: {grad[1].tolist()}")
+
+# %% [markdown]
 # ## 3. Dropout on the weights
 #
 # The paper's dropout (§5.4) goes on the output of every sub-layer and on the sums of
@@ -155,7 +187,7 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 # - `query (..., Lq, d_k)`, `key (..., Lk, d_k)`, `value (..., Lk, d_v)`, any leading axes;
 # - `mask`: `None` or bool, broadcastable to `(..., Lq, Lk)`, `True` = attend;
 # - returns `(output (..., Lq, d_v), weights (..., Lq, Lk))`; blocked weights exactly 0;
-#   fully blocked rows give zeros, never NaN.
+#   fully blocked rows give zeros, never NaN, and finite gradients.
 
 # %% [markdown]
 # **Stuck on `scaled_dot_product_attention`?** Open one hint at a time. Paper: [Vaswani et al., 2017, *Attention Is All You Need*](https://arxiv.org/abs/1706.03762), §3.2.1, Eq. (1), and §3.2.3 for masking.
@@ -167,12 +199,17 @@ print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot;
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# Divide the scores by $\sqrt{d_k}$ so their spread does not grow with the dimension. Where `mask` is `False`, put `-inf` before the softmax so those keys get weight 0. A row with every key blocked is all `-inf`, and its softmax is NaN: set such rows to 0. Dropout goes on the weights, only when `dropout_p > 0`.
+# Divide the scores by $\sqrt{d_k}$ so their spread does not grow with the dimension. Where `mask` is `False`, replace the score by `-inf` before the softmax so those keys get weight 0. A row with every key blocked is all `-inf`, and its softmax is NaN: after the softmax, use the mask once more to set every blocked weight to 0, which empties such rows too. Replace the blocked scores rather than adding `-inf` to them, so that no NaN reaches the gradient (section 2). Dropout goes on the weights, only when `dropout_p > 0`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `scores.masked_fill(~mask, float('-inf'))`, then `torch.nan_to_num(scores.softmax(-1))` (or zero the fully blocked rows with `torch.where`)
+# $\mathrm{softmax}(QK^\top/\sqrt{d_k})\,V$, with $d_k$ the last size of `query`
+# (`math.sqrt`). Look up `Tensor.masked_fill(condition, value)`: it returns a copy with `value`
+# wherever `condition` is `True`, so the condition here is `~mask` (the blocked places), with
+# `float("-inf")` on the scores and `0.0` on the weights. Then `torch.softmax(..., dim=-1)` and
+# `F.dropout(weights, p=dropout_p)`. Shapes: scores and weights `(..., Lq, Lk)`, output
+# `(..., Lq, d_v)`.
 #
 # </details>
 #
@@ -269,13 +306,20 @@ _checks.check_mask(globals())
 
 # %% nbgrader={"grade": true, "grade_id": "test_scaled_dot_product_attention_fully_masked", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 mask = torch.tensor([[True, True], [False, False]])  # query 1 may attend to nothing
-out, weights = scaled_dot_product_attention(torch.randn(2, 4), torch.randn(2, 4), torch.randn(2, 3), mask=mask)
+q, k, v = (torch.randn(2, size, requires_grad=True) for size in (4, 4, 3))
+out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
 assert not torch.isnan(weights).any() and not torch.isnan(out).any(), (
     "a fully blocked row gave NaN: softmax over all -inf is NaN; set such rows to 0"
 )
 assert (weights[1] == 0).all() and (out[1] == 0).all(), (
     f"a fully blocked row must give zero weights and output, got weights {weights[1].tolist()} "
     "(a finite fill such as -1e9 spreads the weight uniformly instead: zero such rows after the softmax)"
+)
+out.square().sum().backward()
+assert all(t.grad is not None for t in (q, k, v)), "no gradient reaches the inputs: do not detach them"
+assert all(torch.isfinite(t.grad).all() for t in (q, k, v)), (
+    "a fully blocked row gives NaN gradients: replace the blocked scores (masked_fill or torch.where) "
+    "instead of adding -inf to them"
 )
 ### BEGIN HIDDEN TESTS
 from course_reference.checks import nb02 as _checks

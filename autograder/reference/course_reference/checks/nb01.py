@@ -39,6 +39,32 @@ _BUILTIN_SOFTMAX = {
 upstream = upstream_from(ref)
 
 
+def _explained(call, hints: dict[str, str]):
+    """``call()``; a one-line error from the student's code gets the hint of the first key it contains."""
+    try:
+        return call()
+    except AssertionError as exc:
+        message = str(exc)
+        hint = next((h for key, h in hints.items() if key in message), None)
+        if hint is None:
+            raise
+        raise AssertionError(f"{message.rstrip('.')} {hint}") from None
+
+
+_KEEPDIM_HINT = {
+    "must match the size of tensor": "(a max or sum along `dim` without keepdim=True drops that axis, "
+    "so the subtraction or division lines up the wrong axes: pass keepdim=True to both; "
+    f"{SECTION_SOFTMAX}).",
+}
+_LAST_TWO_AXES_HINT = dict.fromkeys(
+    ("must match the size of tensor", "Dimension out of range", "mat1 and mat2 shapes",
+     "Expected size for first two dimensions"),
+    "(the scores are a matrix product of query and key with the key's LAST two axes swapped, "
+    "whatever the number of batch axes: count the axes from the end, transpose(-2, -1); "
+    "see section 2).",
+)
+
+
 def check_softmax(ns: dict[str, Any]) -> None:
     softmax = student_name(ns, "softmax")
     gen = generator(101)
@@ -51,7 +77,7 @@ def check_softmax(ns: dict[str, Any]) -> None:
     ]:
         x = randn(*shape, gen=gen, dtype=dtype) * 3
         with forbid(_BUILTIN_SOFTMAX) as used:
-            got = softmax(x, dim=dim)
+            got = _explained(lambda x=x, dim=dim: softmax(x, dim=dim), _KEEPDIM_HINT)
         if used:
             raise AssertionError(
                 f"softmax calls the built-in {used[0]}; this exercise is to write it by hand "
@@ -90,7 +116,8 @@ def check_attention_scores(ns: dict[str, Any]) -> None:
         expected = ref.attention_scores(query, key)
         d_k = q_shape[-1]
         assert_matches(
-            attention_scores(query, key), expected,
+            _explained(lambda query=query, key=key: attention_scores(query, key), _LAST_TWO_AXES_HINT),
+            expected,
             f"attention_scores(query {q_shape}, key {k_shape})",
             {
                 "is scaled by 1/sqrt(d_k); notebook 01 uses raw dot products (the scale "

@@ -120,9 +120,10 @@ def check_mask(ns: dict[str, Any]) -> None:
 
 
 def check_fully_masked(ns: dict[str, Any]) -> None:
+    """A fully blocked row: zero weights and output, and finite gradients (as the reference's)."""
     gen = generator(203)
     for dtype in (torch.float32, torch.float64):
-        query, key, value = (randn(2, 3, 4, gen=gen, dtype=dtype) for _ in range(3))
+        query, key, value = (randn(2, 3, 4, gen=gen, dtype=dtype).requires_grad_() for _ in range(3))
         mask = torch.ones(2, 3, 3, dtype=torch.bool)
         mask[0, 1] = False  # query 1 of batch 0 may attend to nothing
         mask[1, :, 2] = False
@@ -142,6 +143,29 @@ def check_fully_masked(ns: dict[str, Any]) -> None:
                     f"gives uniform weights there, not zeros ({SECTION_MASK})."
                 )
             record(f"the {name} of a fully blocked row ({dtype})", row)
+        # Training needs finite gradients: a NaN gradient reaches every parameter at the next step.
+        # Checked on the student's own gradients (finite, and none for the query that sees nothing),
+        # so that a mistake elsewhere (the scale, the softmax axis) is charged by the other tests only.
+        out.square().sum().backward()
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            if tensor.grad is None:
+                raise AssertionError(f"no gradient reaches `{name}`; do not detach the inputs.")
+            if not torch.isfinite(tensor.grad).all():
+                raise AssertionError(
+                    f"with a fully blocked row the gradient with respect to `{name}` has NaN "
+                    f"({dtype}) although the outputs are fine: softmax over an all -inf row has "
+                    "a NaN gradient, and a mask added to the scores (scores + 0/-inf) passes it "
+                    "back; replace the blocked scores with masked_fill(~mask, -inf) or "
+                    f"torch.where instead of adding -inf ({SECTION_MASK})."
+                )
+        blocked_query = query.grad[0, 1]
+        if (blocked_query != 0).any():
+            raise AssertionError(
+                f"the gradient with respect to a query that may attend to nothing must be 0 ({dtype}): "
+                f"its output is always 0, got values up to {blocked_query.abs().max().item():.3g} "
+                f"({SECTION_MASK})."
+            )
+        record(f"the gradient of a fully blocked query ({dtype})", blocked_query, None)
 
 
 def check_dropout(ns: dict[str, Any]) -> None:
@@ -169,6 +193,14 @@ def check_dropout(ns: dict[str, Any]) -> None:
     if torch.allclose(out.detach(), expected.expand_as(out)):
         raise AssertionError("dropout_p=0.5 changed nothing: apply dropout to the attention "
                              "weights whenever dropout_p > 0 (e.g. F.dropout(weights, dropout_p)).")
+    # The weights returned are those the output was computed with: after dropout.
+    mixed = weights.detach().to(value.dtype) @ value.expand(n, -1, -1)
+    if not torch.allclose(mixed, out.detach(), atol=1e-5, rtol=1e-4):
+        raise AssertionError(
+            "with dropout_p=0.5 the returned weights are not those the output was computed with: "
+            "return the weights after dropout (output = weights @ value), see section 3, "
+            "'Dropout on the weights'."
+        )
     mean = out.detach().mean(dim=0)
     error = (mean - expected).abs().max().item()
     if error > 0.15:
