@@ -208,7 +208,7 @@ for how in ("replace", "add"):
 # (`math.sqrt`). Look up `Tensor.masked_fill(condition, value)`: it returns a copy with `value`
 # wherever `condition` is `True`, so the condition here is `~mask` (the blocked places), with
 # `float("-inf")` on the scores and `0.0` on the weights. Then `torch.softmax(..., dim=-1)` and
-# `F.dropout(weights, p=dropout_p)`. Shapes: scores and weights `(..., Lq, Lk)`, output
+# `F.dropout` with probability `dropout_p` on the weights. Shapes: scores and weights `(..., Lq, Lk)`, output
 # `(..., Lq, d_v)`.
 #
 # </details>
