@@ -211,7 +211,8 @@ def test_07_evaluates_the_epoch_with_the_lowest_validation_loss(repo):
     """Early stopping as section 9 says: the checkpoint kept, and evaluated, is the epoch with the
     lowest validation loss; and the exposure-bias figure shows what section 12 says it shows."""
     out = _solution_07_output(repo)
-    epochs = [(int(e), float(loss)) for e, loss in re.findall(r"epoch +(\d+): train loss [\d.]+, val loss ([\d.]+)", out)]
+    found = re.findall(r"epoch +(\d+): train loss [\d.]+, val loss ([\d.]+)", out)
+    epochs = [(int(e), float(loss)) for e, loss in found]
     assert len(epochs) >= 2, out[:2000]
     best = min(epochs, key=lambda e: e[1])[0]
     assert f"kept epoch {best} (lowest validation loss" in out and f"(kept epoch {best})" in out

@@ -335,6 +335,10 @@ CORRECT.update({
                                        "    def forward(self, x, src_mask):\n"
                                        "        x = self._residual(x, lambda y: self.self_attn(y, y, y, mask=src_mask)[0], self.norm1)\n"
                                        "        return self._residual(x, self.feed_forward, self.norm2)\n"),
+        "functional_dropout": ENC_INIT + ("    def forward(self, x, src_mask):\n        p = self.dropout.p\n"
+                                          "        a = F.dropout(self.self_attn(x, x, x, src_mask)[0], p, self.training)\n"
+                                          "        x = self.norm1(x + a)\n"
+                                          "        return self.norm2(x + F.dropout(self.feed_forward(x), p=p, training=self.training))\n"),
     },
     "DecoderLayer": {
         "plain": DEC_OK,
@@ -382,11 +386,15 @@ MISTAKES.update({
         "no_mask": (ENC_OK.replace("self.self_attn(x, x, x, src_mask)", "self.self_attn(x, x, x)"), "padding mask is not passed"),
         "no_residual": (ENC_OK.replace("self.norm1(x + self.dropout(", "self.norm1((").replace("self.norm2(x + self.dropout(", "self.norm2(("), "residual connection"),
         "returns_tuple": (ENC_OK.replace("return self.norm2(x + self.dropout(self.feed_forward(x)))", "return self.norm2(x + self.dropout(self.feed_forward(x))), None"), "should be a torch.Tensor"),
+        # From the course v3 issue: a layer that never calls self.dropout scored full marks.
+        "no_dropout": (ENC_OK.replace("self.dropout(self.self_attn(x, x, x, src_mask)[0])", "self.self_attn(x, x, x, src_mask)[0]")
+                       .replace("self.dropout(self.feed_forward(x))", "self.feed_forward(x)"), "never applies its dropout"),
     },
     "DecoderLayer": {
         "self_twice": (DEC_OK.replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(x, x, x, tgt_mask)"), "from the encoder output"),
         "no_causal": (DEC_OK.replace("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)"), "target mask is not applied"),
         "no_src_mask": (DEC_OK.replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(x, memory, memory)"), "source padding mask"),
+        "no_dropout": (DEC_OK.replace("self.drop(", "("), "never applies its dropout"),
         "cross_first": (DEC_INIT + ("    def forward(self, x, memory, src_mask, tgt_mask):\n"
                                     "        x = self.norm1(x + self.drop(self.cross_attn(x, memory, memory, src_mask)[0]))\n"
                                     "        x = self.norm2(x + self.drop(self.self_attn(x, x, x, tgt_mask)[0]))\n"
@@ -407,6 +415,9 @@ MISTAKES.update({
     "Transformer": {
         "no_causal": (MODEL_OK.replace("tgt_mask = make_decoder_mask(tgt, self.pad_id)", "tgt_mask = make_padding_mask(tgt, self.pad_id)"), "causal mask"),
         "no_src_mask": (MODEL_OK.replace("src_mask = make_padding_mask(src, self.pad_id)", "src_mask = None"), "source padding"),
+        # From the course v3 issue: the feedback said "only indices 2, 3, 4 ... differ" without naming padding.
+        "causal_only": (MODEL_OK.replace("tgt_mask = make_decoder_mask(tgt, self.pad_id)", "tgt_mask = make_causal_mask(tgt.size(1))"),
+                        "without the padding part"),
         "log_softmax": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
                                          "return F.log_softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), -1)"), "log-probabilities"),
         "no_generator": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",

@@ -64,8 +64,11 @@ def _run_on_reference(reference: str, notebook: str, source: str) -> tuple[tuple
     if len(modules) != 1:
         return f"no reference module for notebook {notebook}"
     ns: dict[str, Any] = {"__name__": "__main__"}
-    ns.update({k: v for k, v in vars(importlib.import_module(f"{PACKAGE}.{modules[0]}")).items()
-               if not k.startswith("__")})
+    # The notebook's own reference, over what its course_blocks.py gives it (earlier notebooks' reference).
+    earlier = sorted(p.stem for p in (Path(reference) / PACKAGE).glob("nb[0-9][0-9]_*.py") if p.stem[2:4] < number)
+    for module in [*earlier, modules[0]]:
+        ns.update({k: v for k, v in vars(importlib.import_module(f"{PACKAGE}.{module}")).items()
+                   if not k.startswith("__")})
     recorded: list = []
     checks.RECORD = recorded
     state = torch.random.get_rng_state()

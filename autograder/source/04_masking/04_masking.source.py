@@ -153,11 +153,13 @@ print("make_padding_mask: visible tests passed")
 
 # %% nbgrader={"grade": true, "grade_id": "test_make_padding_mask_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 # Hidden tests (run by the grader): random batches, other pad ids, batch and length 1, the
-# device of the result.
+# device of the result; and the property above (padding changes no real position) on other
+# batches and pad ids.
 ### BEGIN HIDDEN TESTS
 from course_reference.checks import nb04 as _checks
 
 _checks.check_make_padding_mask(globals())
+_checks.check_padding_has_no_effect(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -193,12 +195,6 @@ with torch.no_grad():
             raise AssertionError(f"{facts}; run in the batch, its real positions differ from the sentence "
                                  f"run alone: {why}")
 print("make_padding_mask: padding does not change the real positions")
-# Hidden tests (run by the grader): the same property on other batches and pad ids.
-### BEGIN HIDDEN TESTS
-from course_reference.checks import nb04 as _checks
-
-_checks.check_padding_has_no_effect(globals())
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## 2. Causal masks

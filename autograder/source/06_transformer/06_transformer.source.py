@@ -28,9 +28,11 @@
 #                                             logits (B, T, V_tgt)
 # ```
 #
-# **Exercises:** `PositionwiseFeedForward`, `EncoderLayer`, `DecoderLayer`, `Encoder`,
-# `Decoder`, `Transformer`. Each `__init__` is given with the attribute names the grader
-# relies on (it copies reference weights into them); you write the `forward` passes.
+# **Exercises:** `PositionwiseFeedForward`, `layer_norm` (by hand, to see what
+# `nn.LayerNorm` computes), `EncoderLayer`, `DecoderLayer`, `Encoder`, `Decoder`,
+# `Transformer`. Each module's `__init__` is given, with the attribute names of the paper's
+# parts (so that weights can be loaded by name, as PyTorch's `state_dict` does); you write
+# the `forward` passes.
 # `course_blocks.py` (beside this notebook) holds the course's reference code of
 # notebooks 01-05.
 
@@ -122,9 +124,9 @@ sns.set_theme(style="white", palette="colorblind")
 # Widen to `d_ff` with `w_1`, apply ReLU, dropout, then project back to `d_model` with `w_2`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `return self.w_2(self.dropout(torch.relu(self.w_1(x))))`
+# Three pieces in order, each a call on the previous result: `self.w_1`, then `torch.relu` (or `F.relu`), `self.dropout`, and `self.w_2`. Shapes: `(B, L, D)` -> `(B, L, d_ff)` -> `(B, L, D)`.
 #
 # </details>
 #
@@ -229,9 +231,9 @@ _checks.check_PositionwiseFeedForward(globals())
 # `mean` over `dim=-1`; the variance of `x - mean` over `dim=-1`, dividing by `D` (`unbiased=False`, or `.square().mean(-1)`); then normalise, scale by `weight`, shift by `bias`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `return (x - mean) / torch.sqrt(var + eps) * weight + bias`
+# Look up `Tensor.mean` and `Tensor.var` (its `unbiased` or `correction` argument; or take the mean of the squared deviations) over the last axis, then `torch.sqrt`; their `keepdim` argument keeps the `(..., 1)` shape that broadcasts against `x`. The formula: $(x - \mu) / \sqrt{\sigma^2 + \epsilon} \cdot w + b$.
 #
 # </details>
 #
@@ -255,14 +257,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     Returns:
         ``(..., D)``, the dtype of ``x``: each vector centred, divided by its standard
         deviation (biased: divided by ``D``), times ``weight``, plus ``bias``.
-
-    Raises:
-        ValueError: if ``weight`` or ``bias`` is not of shape ``(D,)``.
     """
     ### BEGIN SOLUTION
-    d = x.shape[-1]
-    if weight.shape != (d,) or bias.shape != (d,):
-        raise ValueError(f"weight and bias must have shape ({d},), got {tuple(weight.shape)} and {tuple(bias.shape)}")
     mean = x.mean(dim=-1, keepdim=True)
     var = (x - mean).square().mean(dim=-1, keepdim=True)  # biased: divided by D
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
@@ -380,9 +376,9 @@ print(f"Notice: through 32 layers the plain stack passes {plain:.1e} of gradient
 # Post-LN as in the paper: `x = norm1(x + dropout(self_attn(x, x, x, src_mask)[0]))`, then the same with the feed-forward and `norm2`. The attention returns a pair; keep the output.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `x = self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)[0]))`
+# Two residual steps of the same form, norm(x + dropout(sublayer(x))): first with `self.self_attn` (query, key and value are all `x`; it returns `(output, weights)`, keep the output) and `self.norm1`, then with `self.feed_forward` and `self.norm2`. `self.dropout` goes on each sub-layer's output, before the sum.
 #
 # </details>
 #
@@ -486,9 +482,9 @@ _checks.check_EncoderLayer(globals())
 # Cross-attention takes its queries from the decoder (`x`) and its keys and values from `memory`, with `src_mask` (padding of the source). Self-attention uses `tgt_mask`.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, src_mask)[0]))`
+# Three residual steps of the form norm(x + dropout(sublayer(x))), with `norm1`, `norm2`, `norm3` in order. Which mask goes where: `tgt_mask` (causal and padding) on the self-attention over `x`; `src_mask` on the cross-attention, whose keys and values are `memory` (the encoder's output), its queries `x`.
 #
 # </details>
 #
@@ -602,9 +598,9 @@ _checks.check_DecoderLayer(globals())
 # `nn.ModuleList` of `num_layers` separate `EncoderLayer`s; in `forward`, feed each layer the previous layer's output.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `for layer in self.layers: x = layer(x, src_mask)`
+# A Python `for` loop over `self.layers` (an `nn.ModuleList`), feeding each layer the previous one's output and the same `src_mask`. No normalisation after the loop.
 #
 # </details>
 #
@@ -679,9 +675,9 @@ _checks.check_Encoder(globals())
 # Each `DecoderLayer` gets the previous layer's output plus the same `memory` and both masks.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `for layer in self.layers: x = layer(x, memory, src_mask, tgt_mask)`
+# The same loop as `Encoder`, each layer also given `memory`, `src_mask` and `tgt_mask` (the same for every layer).
 #
 # </details>
 #
@@ -761,6 +757,16 @@ _checks.check_Decoder(globals())
 #   `(B, 1, T, T)`), encodes, decodes, and applies `generator`, a linear layer to
 #   vocabulary-sized **logits** (no softmax: the loss applies it).
 #
+# Why the target mask needs its padding part too, when padding sits at the end: a real
+# position $i$ only sees keys $j \le i$, which are all real tokens, so a causal-only mask
+# leaves every real position's output unchanged, and the loss (which ignores padded labels)
+# would not notice. The padded positions still get outputs, and with a causal-only mask
+# their queries attend to padding tokens; with padding anywhere else (a left-padded batch,
+# as batched generation uses) real positions would too. The decoder mask states the rule
+# once for every position: no query, real or padded, attends to a padding token. That rule
+# is what `forward` implements, so its output is defined at every position, padded ones
+# included.
+#
 # One `PositionalEncoding` serves both sides (it holds no weights, only the table). The
 # paper ties the embedding and generator weights (section 3.4): the target embedding
 # matrix $(V, D)$ is also the generator's weight, so a token's input vector and its output
@@ -771,7 +777,9 @@ _checks.check_Decoder(globals())
 #
 # `__init__` also re-initialises every weight matrix with Glorot/Xavier uniform values, as
 # `nn.Transformer` does: `nn.Embedding`'s default $\mathcal{N}(0, 1)$ times $\sqrt{D}$ would
-# give token vectors some 20 times larger than the positional signal.
+# give token vectors $\sqrt{2D}$ times the size of the positional signal (entries of size
+# $\sqrt{D}$ against the table's root mean square $1/\sqrt{2}$): 32 times for $D = 512$, as
+# notebook 05 measured.
 #
 # **Exercise 6.** Write `encode`, `decode` and `forward`.
 
@@ -788,9 +796,9 @@ _checks.check_Decoder(globals())
 # `encode` = encoder(positional_encoding(src_embed(src)), src_mask); `decode` = decoder(positional_encoding(tgt_embed(tgt)), memory, src_mask, tgt_mask); `forward` builds both masks from `pad_id` and returns `generator(decode(...))`: raw logits, no softmax.
 #
 # </details>
-# <details><summary>Hint 3: the key line</summary>
+# <details><summary>Hint 3: the pieces</summary>
 #
-# `src_mask, tgt_mask = make_padding_mask(src, self.pad_id), make_decoder_mask(tgt, self.pad_id)`
+# The masks come from notebook 04's functions, with `self.pad_id`: the source's padding mask `(B, 1, 1, S)` (used by the encoder and by the cross-attention) and the target's padding-and-causal mask `(B, 1, T, T)`. Then `self.encode`, `self.decode`, and `self.generator` on the decoder's output.
 #
 # </details>
 #
@@ -996,8 +1004,8 @@ with torch.no_grad():
                          memory_key_padding_mask=src == 0)
     ours = small.decode(tgt, small.encode(src, make_padding_mask(src, 0)), make_padding_mask(src, 0),
                         make_decoder_mask(tgt, 0))
-real = tgt != 0  # padded target positions are don't-cares (their rows differ in how padding is masked)
-print(f"max |ours - nn.Transformer| over real target positions: {(ours - theirs)[real].abs().max():.2e}")
+print(f"max |ours - nn.Transformer| over every target position, padded ones included: "
+      f"{(ours - theirs).abs().max():.2e}")
 
 # %% [markdown]
 # ## 8. Looking inside: shapes at every stage

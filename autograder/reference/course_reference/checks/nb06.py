@@ -182,6 +182,30 @@ def _encoder_layer_mistakes(reference: ref.EncoderLayer, x: torch.Tensor, mask: 
     }
 
 
+def _assert_residual_dropout(ns: dict[str, Any], module: torch.nn.Module, name: str, args: tuple, deps: tuple,
+                             sublayers: tuple[str, ...], section: str) -> None:
+    """The layer's own dropout, on each sub-layer's output, is applied in train() mode.
+
+    The sub-layers (attention, feed-forward) have dropout of their own, so a layer that never calls
+    its ``dropout`` still gives a different output in train() mode; with the sub-layers held in
+    eval(), only the layer's own dropout can make train() differ from eval().
+    """
+    module.eval()
+    quiet = _call(ns, module, name, *args, deps=deps)
+    module.train()
+    for child in sublayers:
+        getattr(module, child).eval()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        outs = [_call(ns, module, name, *args, deps=deps) for _ in range(2)]
+    module.eval()
+    if all(torch.allclose(out, quiet) for out in outs):
+        raise AssertionError(
+            f"{name} in train() mode, with its sub-layers' own dropout off, gives exactly its eval() output: "
+            "the layer never applies its dropout to the sub-layer outputs. Each residual is "
+            f"norm(x + dropout(sublayer(x))), dropout in train() only (paper section 5.4; {section}).")
+
+
 def check_EncoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
     gen = generator(602)
     deps = ("PositionwiseFeedForward",)
@@ -196,6 +220,8 @@ def check_EncoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
         assert_matches(got, expected, f"EncoderLayer({d}, {h}, {d_ff}) on x {(b, length, d)} with a padding mask",
                        mistakes)
     _assert_dropout(ns, mine, "EncoderLayer.forward", (x, mask), deps)
+    _assert_residual_dropout(ns, mine, "EncoderLayer.forward", (x, mask), deps, ("self_attn", "feed_forward"),
+                             SECTION_ENC)
 
 
 def _decoder_layer_mistakes(reference: ref.DecoderLayer, x, memory, src_mask, tgt_mask) -> dict:
@@ -238,6 +264,8 @@ def check_DecoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
         assert_matches(got, expected, f"DecoderLayer({d}, {h}, {d_ff}) on x {(b, t, d)}, memory {(b, s, d)} "
                        "with padding and causal masks", mistakes)
     _assert_dropout(ns, mine, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask), deps)
+    _assert_residual_dropout(ns, mine, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask), deps,
+                             ("self_attn", "cross_attn", "feed_forward"), SECTION_DEC)
 
 
 def _check_stack(ns: dict[str, Any], name: str, layer_name: str, seed: int) -> None:
@@ -294,6 +322,11 @@ def _tokens(lengths: list[int], size: int, vocab: int, gen: torch.Generator, pad
     return tokens.masked_fill(torch.arange(size) >= torch.tensor(lengths)[:, None], pad_id)
 
 
+def _pads(tokens: torch.Tensor, pad_id: int) -> str:
+    """Where ``tokens`` holds padding, as (row, position) pairs, e.g. "(1, 2), (1, 3)"."""
+    return ", ".join(f"({r}, {c})" for r, c in (tokens == pad_id).nonzero().tolist()) or "(none)"
+
+
 def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
     gen = generator(606)
     deps = tuple(PARTS)
@@ -317,6 +350,11 @@ def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
             mistakes = {
                 f"forward does not apply the causal mask to the target: use make_decoder_mask ({SECTION_MODEL}).":
                     reference.generator(reference.decode(tgt, memory, src_mask, make_padding_mask(tgt, pad_id))),
+                f"forward's target mask is causal only, without the padding part (make_decoder_mask is padding AND "
+                f"causal): the logits differ only at the padded target positions {_pads(tgt, pad_id)} (tgt == pad_id "
+                f"= {pad_id}), whose queries then attend to padding tokens. With padding at the end, every real "
+                f"position's output is unchanged, which is why this is easy to miss ({SECTION_MODEL}).":
+                    reference.generator(reference.decode(tgt, memory, src_mask, make_causal_mask(tgt.size(1)))),
                 f"forward does not mask the source padding ({SECTION_MODEL}).":
                     reference.generator(reference.decode(tgt, reference.encode(src, None), None, tgt_mask)),
                 f"forward returns the decoder states; apply the generator to get logits ({SECTION_MODEL}).": states,
