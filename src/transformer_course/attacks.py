@@ -152,6 +152,27 @@ def set_answer(nb, grade_id, code):
     cell_of(nb, grade_id).source = code
 
 
+def set_metadata(nb, grade_id, **changes):
+    """Edit the nbgrader metadata of cell ``grade_id`` (a key set to None is removed)."""
+    meta = cell_of(nb, grade_id).metadata["nbgrader"]
+    meta.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del meta[key]
+
+
+def unmark(nb, grade_id):
+    """Remove the nbgrader metadata of cell ``grade_id``: an ordinary cell to nbgrader."""
+    del cell_of(nb, grade_id).metadata["nbgrader"]
+
+
+def add_graded_cell(nb, after, grade_id, points, code):
+    """A graded test cell of the student's own, after cell ``after``."""
+    add_after(nb, after, code)
+    cell = nb.cells[nb.cells.index(cell_of(nb, after)) + 1]
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": grade_id, "locked": False, "points": points,
+                                 "schema_version": 3, "solution": False}
+
+
 def delete_cells(nb, *grade_ids):
     nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in grade_ids]
 
@@ -192,6 +213,20 @@ def cases() -> dict[str, Case]:
         "t_deleted_tests": (lambda nb: (set_answer(nb, "softmax", WRONG_SOFTMAX), delete_cells(
                                 nb, "test_softmax", "test_softmax_hidden", "test_attention_scores")),
                             NO_SOFTMAX, ""),
+        # Cell metadata edited (by hand, or by an editor): graded against the release, each exercise on its own.
+        "t_grade_off": (lambda nb: set_metadata(nb, "test_softmax_hidden", grade=False, points=None), FULL,
+                        "metadata restored"),
+        "t_grade_off_wrong": (lambda nb: (set_answer(nb, "softmax", WRONG_SOFTMAX),
+                                          set_metadata(nb, "test_softmax", grade=False, points=None),
+                                          set_metadata(nb, "test_softmax_hidden", grade=False, points=None)),
+                              NO_SOFTMAX, "grade True -> False"),
+        "t_points_raised": (lambda nb: set_metadata(nb, "test_attention_scores", points=100), FULL, "points"),
+        "t_renamed_test": (lambda nb: (set_answer(nb, "softmax", WRONG_SOFTMAX),
+                                       set_metadata(nb, "test_softmax_hidden", grade_id="my_softmax_test")),
+                           NO_SOFTMAX, "grade_id"),
+        "t_unmarked_answer": (lambda nb: unmark(nb, "softmax"), FULL, "metadata was removed"),
+        "t_extra_graded_cell": (lambda nb: add_graded_cell(nb, "SelfAttention", "test_bonus", 50, "pass"), FULL,
+                                "no released cell"),
         "t_kernelspec": (lambda nb: nb.metadata.update(
             kernelspec={"name": "python2", "display_name": "Python 2", "language": "python"}), FULL, ""),
     }

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from . import forkserver, workarea
+from . import forkserver, intact, workarea
 from .build import convert_sources
 from .layout import GRADER_ERROR, Assignment, Repo
 from .nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, trusted_tests
@@ -206,6 +206,10 @@ class Grader:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
 
+    def released(self, assignment: Assignment) -> Path:
+        """The notebook students were given (nbgrader's release), which submissions are graded against."""
+        return self.work / "release" / assignment.name / f"{assignment.notebook}.ipynb"
+
     def autograded(self, assignment: Assignment) -> Path:
         """Where nbgrader leaves the autograded notebook of the last :meth:`grade`."""
         return self.work / MOUNTED["writable"] / WORK_STUDENT / assignment.name / f"{assignment.notebook}.ipynb"
@@ -224,6 +228,7 @@ class Grader:
         if nb is None:
             return self._failed(student_id, assignment, "invalid", note + why, feedback_dir)
         note += why
+        note += intact.tamper_note(intact.restore_metadata(nb, nbformat.read(self.released(assignment), as_version=4)))
         target = self.work / "submitted" / WORK_STUDENT / assignment.name
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
