@@ -480,9 +480,13 @@ TF_NOT_SHIFTED = """def make_teacher_forcing_batch(tgt, pad_id):
     return tgt[:, :-1], tgt[:, :-1]
 """
 NOAM_OK = """def noam_lr(step, d_model, warmup_steps):
+    if step < 1:
+        raise ValueError(f"step counts from 1, got {step}")
     return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 """
 NOAM_MATH = """def noam_lr(step, d_model, warmup_steps):
+    if step <= 0:
+        raise ValueError("the schedule starts at step 1")
     if step < warmup_steps:
         return step / (math.sqrt(d_model) * warmup_steps ** 1.5)
     return 1.0 / math.sqrt(d_model * step)

@@ -33,7 +33,9 @@ def tampered(repo, tmp_path_factory):
     return {r.student_id: r for r in results if r.assignment == A01}, out
 
 
-@pytest.mark.parametrize("student", sorted(attacks.cases()))
+@pytest.mark.parametrize("student", [
+    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="not defended yet (README, 'Not defended')"))
+    if s in attacks.NOT_DEFENDED else s for s in sorted(attacks.cases())])
 def test_tampering_earns_what_it_earned(tampered, student):
     results, _ = tampered
     result = results[student]

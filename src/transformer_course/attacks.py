@@ -137,6 +137,46 @@ while True:
         pass
 """
 
+# Not defended (README, "Not defended"): code that runs in the student's kernel while the checks do.
+EXEC_REFERENCE = """
+import os
+with open("/proc/self/environ", "rb") as _f:
+    _env = dict(v.split(b"=", 1) for v in _f.read().split(b"\\0") if b"=" in v)
+for _p in _env.get(b"PYTHONPATH", b"").decode().split(os.pathsep):
+    _file = os.path.join(_p, "course_reference", "nb01_self_attention.py")
+    if os.path.isfile(_file):
+        _ns = {"__name__": "my_helpers"}
+        with open(_file) as _f:
+            exec(compile(_f.read(), "<string>", "exec"), _ns)
+        softmax = _ns["softmax"]
+"""
+SETTRACE = """
+import sys, threading
+
+def _tracer(frame, event, arg):  # every check compares through assert_matches(got, expected, ...)
+    if event == "call" and frame.f_code.co_name == "assert_matches":
+        frame.f_locals["got"] = frame.f_locals["expected"]
+    return None
+
+sys.settrace(_tracer)
+threading.settrace(_tracer)
+"""
+THREAD_REPATCH = """
+import sys, threading, torch
+sys.setswitchinterval(1e-6)
+
+def _again():
+    while True:
+        torch.allclose = lambda *a, **k: True
+        torch.equal = lambda *a, **k: True
+        torch.Tensor.allclose = lambda *a, **k: True
+
+threading.Thread(target=_again, daemon=True).start()
+"""
+# Each an attack that still gains points: tests/test_tamper.py expects it to (strict xfail), so a
+# fix shows up there and the README's "Not defended" list must shrink with it.
+NOT_DEFENDED = {"t_exec_reference", "t_settrace", "t_thread_repatch"}
+
 
 def cell_of(nb, grade_id):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
@@ -227,6 +267,9 @@ def cases() -> dict[str, Case]:
         "t_unmarked_answer": (lambda nb: unmark(nb, "softmax"), FULL, "metadata was removed"),
         "t_extra_graded_cell": (lambda nb: add_graded_cell(nb, "SelfAttention", "test_bonus", 50, "pass"), FULL,
                                 "no released cell"),
+        "t_exec_reference": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + EXEC_REFERENCE), NO_SOFTMAX, ""),
+        "t_settrace": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SETTRACE), NO_SOFTMAX, ""),
+        "t_thread_repatch": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + THREAD_REPATCH), NO_SOFTMAX, ""),
         "t_kernelspec": (lambda nb: nb.metadata.update(
             kernelspec={"name": "python2", "display_name": "Python 2", "language": "python"}), FULL, ""),
     }

@@ -327,6 +327,7 @@ CORRECT.update({
     "PositionwiseFeedForward": {
         "relu": FFN_INIT + "    def forward(self, x):\n        return self.w_2(self.dropout(torch.relu(self.w_1(x))))",
         "functional": FFN_INIT + "    def forward(self, x):\n        return self.w_2(F.dropout(F.relu(self.w_1(x)), self.dropout.p, self.training))",
+        "dropout_before_relu": FFN_INIT + "    def forward(self, x):\n        return self.w_2(torch.relu(self.dropout(self.w_1(x))))",
         "clamp_sequential": FFN_INIT + "    def forward(self, x):\n        h = self.w_1(x).clamp_min(0.0)\n        h = self.dropout(h)\n        return self.w_2(h)",
     },
     "EncoderLayer": {
@@ -377,6 +378,9 @@ MISTAKES.update({
         "no_relu": (FFN_INIT + "    def forward(self, x):\n        return self.w_2(self.dropout(self.w_1(x)))", "no ReLU"),
         "relu_after": (FFN_INIT + "    def forward(self, x):\n        return torch.relu(self.w_2(self.dropout(self.w_1(x))))", "after w_2"),
         "always_dropout": (FFN_INIT + "    def forward(self, x):\n        return self.w_2(F.dropout(torch.relu(self.w_1(x)), 0.5))", "eval() mode"),
+        # A student's, from the course v3 walk-through: scored full marks before the train-mode comparison.
+        "dropout_on_output": (FFN_INIT + "    def forward(self, x):\n        return self.dropout(self.w_2(torch.relu(self.w_1(x))))",
+                              "output of w_2"),
         "extra_layer": (FFN_INIT.replace("        self.dropout = nn.Dropout(dropout)\n", "        self.dropout = nn.Dropout(dropout)\n        self.w_3 = nn.Linear(d_model, d_model)\n")
                         + "    def forward(self, x):\n        return self.w_3(self.w_2(self.dropout(torch.relu(self.w_1(x)))))", "does not need"),
     },
@@ -387,6 +391,12 @@ MISTAKES.update({
         "no_residual": (ENC_OK.replace("self.norm1(x + self.dropout(", "self.norm1((").replace("self.norm2(x + self.dropout(", "self.norm2(("), "residual connection"),
         "returns_tuple": (ENC_OK.replace("return self.norm2(x + self.dropout(self.feed_forward(x)))", "return self.norm2(x + self.dropout(self.feed_forward(x))), None"), "should be a torch.Tensor"),
         # From the course v3 issue: a layer that never calls self.dropout scored full marks.
+        "dropout_after_sum": (ENC_OK.replace("self.norm1(x + self.dropout(self.self_attn(x, x, x, src_mask)[0]))",
+                                             "self.norm1(self.dropout(x + self.self_attn(x, x, x, src_mask)[0]))")
+                              .replace("self.norm2(x + self.dropout(self.feed_forward(x)))",
+                                       "self.norm2(self.dropout(x + self.feed_forward(x)))"), "residual sum"),
+        "dropout_attention_only": (ENC_OK.replace("x + self.dropout(self.feed_forward(x))", "x + self.feed_forward(x)"),
+                                   "self_attn output only"),
         "no_dropout": (ENC_OK.replace("self.dropout(self.self_attn(x, x, x, src_mask)[0])", "self.self_attn(x, x, x, src_mask)[0]")
                        .replace("self.dropout(self.feed_forward(x))", "self.feed_forward(x)"), "never applies its dropout"),
     },
@@ -395,6 +405,11 @@ MISTAKES.update({
         "no_causal": (DEC_OK.replace("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x)"), "target mask is not applied"),
         "no_src_mask": (DEC_OK.replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(x, memory, memory)"), "source padding mask"),
         "no_dropout": (DEC_OK.replace("self.drop(", "("), "never applies its dropout"),
+        "swapped_masks": (DEC_OK.replace("self.self_attn(x, x, x, tgt_mask)", "self.self_attn(x, x, x, src_mask)")
+                          .replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(x, memory, memory, tgt_mask)"),
+                          "swapped"),
+        "memory_queries": (DEC_OK.replace("self.cross_attn(x, memory, memory, src_mask)", "self.cross_attn(memory, x, x, src_mask)"),
+                           "queries from memory"),
         "cross_first": (DEC_INIT + ("    def forward(self, x, memory, src_mask, tgt_mask):\n"
                                     "        x = self.norm1(x + self.drop(self.cross_attn(x, memory, memory, src_mask)[0]))\n"
                                     "        x = self.norm2(x + self.drop(self.self_attn(x, x, x, tgt_mask)[0]))\n"
@@ -417,7 +432,11 @@ MISTAKES.update({
         "no_src_mask": (MODEL_OK.replace("src_mask = make_padding_mask(src, self.pad_id)", "src_mask = None"), "source padding"),
         # From the course v3 issue: the feedback said "only indices 2, 3, 4 ... differ" without naming padding.
         "causal_only": (MODEL_OK.replace("tgt_mask = make_decoder_mask(tgt, self.pad_id)", "tgt_mask = make_causal_mask(tgt.size(1))"),
-                        "without the padding part"),
+                        "causal only; use make_decoder_mask"),
+        "softmax": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
+                                     "return torch.softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), dim=-1)"),
+                    "probabilities"),
+        "pad_zero": (MODEL_OK.replace("self.pad_id)", "0)"), "pad_id 0"),
         "log_softmax": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
                                          "return F.log_softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), -1)"), "log-probabilities"),
         "no_generator": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",

@@ -126,7 +126,7 @@ sns.set_theme(style="white", palette="colorblind")
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# Three pieces in order, each a call on the previous result: `self.w_1`, then `torch.relu` (or `F.relu`), `self.dropout`, and `self.w_2`. Shapes: `(B, L, D)` -> `(B, L, d_ff)` -> `(B, L, D)`.
+# Four pieces in order, each a call on the previous result: `self.w_1`, then `torch.relu` (or `F.relu`), `self.dropout`, and `self.w_2`. Shapes: `(B, L, D)` -> `(B, L, d_ff)` -> `(B, L, D)`.
 #
 # </details>
 #
@@ -178,7 +178,8 @@ assert torch.allclose(ffn(x.abs()), ffn.w_2.bias.expand(2, 5, 8)), (
 print("PositionwiseFeedForward: visible tests passed")
 
 # %% nbgrader={"grade": true, "grade_id": "test_PositionwiseFeedForward_hidden", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-# Hidden tests (run by the grader): reference weights, several shapes; dropout in train() only.
+# Hidden tests (run by the grader): reference weights, several shapes; dropout in train() only,
+# on the hidden activations (compared with the reference's under one random seed).
 ### BEGIN HIDDEN TESTS
 from course_reference.checks import nb06 as _checks
 
@@ -447,7 +448,8 @@ print("EncoderLayer: visible tests passed")
 
 # %% nbgrader={"grade": true, "grade_id": "test_EncoderLayer_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 # Hidden tests (run by the grader): reference weights copied in by name, padding masks,
-# several sizes; dropout in train() only. Uses the reference PositionwiseFeedForward.
+# several sizes; dropout in train() only, on each sub-layer's output before the sum (compared
+# with the reference's under one random seed). Uses the reference PositionwiseFeedForward.
 ### BEGIN HIDDEN TESTS
 from course_reference.checks import nb06 as _checks
 
@@ -561,7 +563,8 @@ print("DecoderLayer: visible tests passed")
 
 # %% nbgrader={"grade": true, "grade_id": "test_DecoderLayer_hidden", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 # Hidden tests (run by the grader): reference weights, padding + causal masks, source and
-# target of different lengths; dropout in train() only.
+# target of equal and of different lengths; dropout in train() only, on each sub-layer's output
+# before the sum (compared with the reference's under one random seed).
 ### BEGIN HIDDEN TESTS
 from course_reference.checks import nb06 as _checks
 
@@ -904,7 +907,8 @@ def _test_Transformer():
 from course_reference.checks import isolate as _isolate
 from course_reference.checks import nb06 as _checks
 
-_test_Transformer = _isolate(globals(), _test_Transformer, **_checks.upstream(*_checks.PARTS))
+_test_Transformer = _isolate(globals(), _test_Transformer, **_checks.upstream(
+    "PositionwiseFeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder"))
 ### END HIDDEN TESTS
 _test_Transformer()
 print("Transformer: visible tests passed")

@@ -161,7 +161,22 @@ def check_PositionwiseFeedForward(ns: dict[str, Any]) -> None:  # noqa: N802 (SP
         got = _call(ns, mine, "PositionwiseFeedForward.forward", x)
         assert_matches(got, expected, f"PositionwiseFeedForward({d}, {d_ff}) on x {(b, length, d)} in eval mode",
                        mistakes)
-    _assert_dropout(ns, mine, "PositionwiseFeedForward.forward", (randn(2, 4, 6, gen=gen, dtype=torch.float64),))
+    x = randn(2, 4, 6, gen=gen, dtype=torch.float64)
+    _assert_dropout(ns, mine, "PositionwiseFeedForward.forward", (x,))
+    # Where the dropout goes: with one seed, it draws the same mask wherever it is applied to the same tensor.
+    mine.train(), reference.train()
+    got, expected = _seeded(guarded(mine, "PositionwiseFeedForward.forward"), x), _seeded(reference, x)
+    mine.eval(), reference.eval()
+    w_1, w_2, p = reference.w_1, reference.w_2, reference.dropout.p
+    mistakes = {
+        f"dropout is applied to the output of w_2; it goes on the hidden activations, between the ReLU and "
+        f"w_2 ({SECTION_FFN}).": _seeded(lambda z: F.dropout(w_2(torch.relu(w_1(z))), p, True), x),
+        f"dropout is applied to the input x; it goes on the hidden activations, between the ReLU and w_2 "
+        f"({SECTION_FFN}).": _seeded(lambda z: w_2(torch.relu(w_1(F.dropout(z, p, True)))), x),
+    }
+    assert_matches(got, expected, f"PositionwiseFeedForward(6, {w_1.out_features}) in train() mode (dropout "
+                   f"p={p}, seed 0)", mistakes,
+                   hint=f"Dropout goes on the hidden activations: w_2(dropout(relu(w_1(x)))) ({SECTION_FFN}).")
 
 
 def _encoder_layer_mistakes(reference: ref.EncoderLayer, x: torch.Tensor, mask: torch.Tensor) -> dict:
@@ -182,28 +197,82 @@ def _encoder_layer_mistakes(reference: ref.EncoderLayer, x: torch.Tensor, mask: 
     }
 
 
-def _assert_residual_dropout(ns: dict[str, Any], module: torch.nn.Module, name: str, args: tuple, deps: tuple,
-                             sublayers: tuple[str, ...], section: str) -> None:
-    """The layer's own dropout, on each sub-layer's output, is applied in train() mode.
+def _seeded(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with the global RNG seeded to 0 (and restored after): dropout draws the same
+    masks, in the same order, for every implementation that applies it at the same places."""
+    with torch.random.fork_rng(), torch.no_grad():
+        torch.manual_seed(0)
+        return fn(*args)
+
+
+def _placements(residual: Any, sublayers: list[str], x: torch.Tensor, norms: list[Any], p: float,
+                section: str) -> dict[str, torch.Tensor]:
+    """Train-mode outputs (seed 0) of a post-LN stack of residual steps with dropout in the wrong
+    places: ``residual(y, i)`` is sub-layer ``i`` on ``y``, ``norms[i]`` its LayerNorm."""
+    def run(where: str) -> torch.Tensor:
+        torch.manual_seed(0)
+        y = x
+        for i, norm in enumerate(norms):
+            out = residual(y, i)
+            if where == "sublayer" or where == f"only {i}":
+                out = F.dropout(out, p, True)
+            total = y + out
+            if where == "after sum":
+                total = F.dropout(total, p, True)
+            y = norm(total)
+            if where == "after norm":
+                y = F.dropout(y, p, True)
+        return y
+
+    names = list(sublayers)
+    mistakes = {
+        f"dropout is applied to the residual sum, norm(dropout(x + sublayer(x))); it goes on the sub-layer's "
+        f"output before the sum: norm(x + dropout(sublayer(x))) ({section}).": "after sum",
+        f"dropout is applied after the LayerNorm; it goes on the sub-layer's output before the sum: "
+        f"norm(x + dropout(sublayer(x))) ({section}).": "after norm",
+    }
+    for i, name in enumerate(names):
+        others = ", ".join(n for j, n in enumerate(names) if j != i)
+        mistakes[f"dropout is applied to the {name} output only; every sub-layer's output gets it ({others} "
+                 f"too): norm(x + dropout(sublayer(x))) ({section})."] = f"only {i}"
+    return {message: _seeded(run, where) for message, where in mistakes.items()}
+
+
+def _assert_residual_dropout(ns: dict[str, Any], module: torch.nn.Module, reference: torch.nn.Module, name: str,
+                             args: tuple, deps: tuple, sublayers: dict[str, Any], section: str) -> None:
+    """The layer's own dropout goes on each sub-layer's output, before the residual sum, in train() mode.
 
     The sub-layers (attention, feed-forward) have dropout of their own, so a layer that never calls
     its ``dropout`` still gives a different output in train() mode; with the sub-layers held in
-    eval(), only the layer's own dropout can make train() differ from eval().
+    eval(), only the layer's own dropout acts, and with one seed it draws the same masks in the same
+    order as the reference's wherever it is applied at the same places (``nn.Dropout`` or
+    ``F.dropout`` alike). ``sublayers``: attribute name -> ``fn(layer, y)`` that runs it.
     """
     module.eval()
     quiet = _call(ns, module, name, *args, deps=deps)
-    module.train()
-    for child in sublayers:
-        getattr(module, child).eval()
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        outs = [_call(ns, module, name, *args, deps=deps) for _ in range(2)]
+    for layer in (module, reference):
+        layer.train()
+        for child in sublayers:
+            getattr(layer, child).eval()
+    with reference_for(ns, **upstream(*deps)):
+        got = _seeded(guarded(module, name), *args)
+    expected = _seeded(reference, *args)
     module.eval()
-    if all(torch.allclose(out, quiet) for out in outs):
+    reference.eval()
+    if torch.allclose(got, quiet):
         raise AssertionError(
             f"{name} in train() mode, with its sub-layers' own dropout off, gives exactly its eval() output: "
             "the layer never applies its dropout to the sub-layer outputs. Each residual is "
             f"norm(x + dropout(sublayer(x))), dropout in train() only (paper section 5.4; {section}).")
+    calls = list(sublayers.values())
+    norms = [getattr(reference, f"norm{i + 1}") for i in range(len(calls))]
+    with torch.no_grad():
+        mistakes = _placements(lambda y, i: calls[i](reference, y), list(sublayers), args[0], norms,
+                               reference.dropout.p, section)
+    assert_matches(got, expected, f"{name} in train() mode (dropout p={reference.dropout.p}, its sub-layers' own "
+                   "dropout off, seed 0)", mistakes,
+                   hint=f"Dropout goes on each sub-layer's output before the sum: norm(x + dropout(sublayer(x))) "
+                        f"({section}).")
 
 
 def check_EncoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
@@ -220,8 +289,9 @@ def check_EncoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
         assert_matches(got, expected, f"EncoderLayer({d}, {h}, {d_ff}) on x {(b, length, d)} with a padding mask",
                        mistakes)
     _assert_dropout(ns, mine, "EncoderLayer.forward", (x, mask), deps)
-    _assert_residual_dropout(ns, mine, "EncoderLayer.forward", (x, mask), deps, ("self_attn", "feed_forward"),
-                             SECTION_ENC)
+    _assert_residual_dropout(ns, mine, reference, "EncoderLayer.forward", (x, mask), deps, {
+        "self_attn": lambda layer, y: layer.self_attn(y, y, y, mask)[0],
+        "feed_forward": lambda layer, y: layer.feed_forward(y)}, SECTION_ENC)
 
 
 def _decoder_layer_mistakes(reference: ref.DecoderLayer, x, memory, src_mask, tgt_mask) -> dict:
@@ -233,8 +303,16 @@ def _decoder_layer_mistakes(reference: ref.DecoderLayer, x, memory, src_mask, tg
         return n3(y + ffn(y))
 
     y = n1(x + sa(x, tgt_mask))
-    no_causal = n1(x + sa(x, src_mask if src_mask.size(-1) == x.size(1) else None))
+    no_causal = n1(x + sa(x, None))
+    square = memory.size(1) == x.size(1)  # these two mistakes only run (rather than crash) when S == T
+    swapped = n1(x + sa(x, src_mask)) if square else None
     return {
+        f"src_mask and tgt_mask are swapped: tgt_mask (causal and padding, (B, 1, T, T)) goes on the "
+        f"self-attention over x, src_mask ((B, 1, 1, S)) on the cross-attention over memory ({SECTION_DEC}).":
+            finish(n2(swapped + ca(swapped, memory, tgt_mask))) if square else None,
+        f"cross-attention takes its queries from memory and its keys and values from the decoder; queries come "
+        f"from the decoder (x), keys and values from memory ({SECTION_DEC}).":
+            finish(n2(y + reference.cross_attn(memory, y, y, src_mask)[0])) if square else None,
         "cross-attention takes its keys and values from the decoder input; they come from the encoder "
         f"output `memory` ({SECTION_DEC}).": finish(n2(y + ca(y, y, tgt_mask))),
         f"the target mask is not applied in the masked self-attention: position t can see later tokens ({SECTION_DEC}).":
@@ -250,7 +328,8 @@ def _decoder_layer_mistakes(reference: ref.DecoderLayer, x, memory, src_mask, tg
 def check_DecoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
     gen = generator(603)
     deps = ("PositionwiseFeedForward",)
-    for b, t, s, d, h, d_ff in [(2, 5, 7, 8, 2, 16), (1, 1, 3, 4, 1, 8), (2, 4, 4, 12, 3, 8)]:
+    # The square case (S == T) first: a swapped mask or input runs there and is named, where S != T crashes.
+    for b, t, s, d, h, d_ff in [(2, 4, 4, 12, 3, 8), (1, 1, 3, 4, 1, 8), (2, 5, 7, 8, 2, 16)]:
         mine, reference = _pair(ns, "DecoderLayer", d, h, d_ff, 0.5, gen=gen, deps=deps)
         x = randn(b, t, d, gen=gen, dtype=torch.float64)
         memory = randn(b, s, d, gen=gen, dtype=torch.float64)
@@ -264,8 +343,10 @@ def check_DecoderLayer(ns: dict[str, Any]) -> None:  # noqa: N802
         assert_matches(got, expected, f"DecoderLayer({d}, {h}, {d_ff}) on x {(b, t, d)}, memory {(b, s, d)} "
                        "with padding and causal masks", mistakes)
     _assert_dropout(ns, mine, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask), deps)
-    _assert_residual_dropout(ns, mine, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask), deps,
-                             ("self_attn", "cross_attn", "feed_forward"), SECTION_DEC)
+    _assert_residual_dropout(ns, mine, reference, "DecoderLayer.forward", (x, memory, src_mask, tgt_mask), deps, {
+        "self_attn": lambda layer, y: layer.self_attn(y, y, y, tgt_mask)[0],
+        "cross_attn": lambda layer, y: layer.cross_attn(y, memory, memory, src_mask)[0],
+        "feed_forward": lambda layer, y: layer.feed_forward(y)}, SECTION_DEC)
 
 
 def _check_stack(ns: dict[str, Any], name: str, layer_name: str, seed: int) -> None:
@@ -350,17 +431,24 @@ def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
             mistakes = {
                 f"forward does not apply the causal mask to the target: use make_decoder_mask ({SECTION_MODEL}).":
                     reference.generator(reference.decode(tgt, memory, src_mask, make_padding_mask(tgt, pad_id))),
-                f"forward's target mask is causal only, without the padding part (make_decoder_mask is padding AND "
-                f"causal): the logits differ only at the padded target positions {_pads(tgt, pad_id)} (tgt == pad_id "
-                f"= {pad_id}), whose queries then attend to padding tokens. With padding at the end, every real "
-                f"position's output is unchanged, which is why this is easy to miss ({SECTION_MODEL}).":
+                f"forward's target mask is causal only; use make_decoder_mask(tgt, self.pad_id), padding AND causal "
+                f"({SECTION_MODEL}). With padding at the end the real positions are unchanged, which makes this easy "
+                f"to miss; the logits differ at the padded target positions (row, position), whose queries attend "
+                f"to padding tokens: {_pads(tgt, pad_id)}.":
                     reference.generator(reference.decode(tgt, memory, src_mask, make_causal_mask(tgt.size(1)))),
                 f"forward does not mask the source padding ({SECTION_MODEL}).":
                     reference.generator(reference.decode(tgt, reference.encode(src, None), None, tgt_mask)),
                 f"forward returns the decoder states; apply the generator to get logits ({SECTION_MODEL}).": states,
                 f"forward returns log-probabilities; return the raw logits, the loss applies log_softmax ({SECTION_MODEL}).":
                     torch.log_softmax(expected, dim=-1),
+                f"forward returns probabilities (a softmax over the logits); return the raw logits, the loss applies "
+                f"log_softmax itself ({SECTION_MODEL}).": torch.softmax(expected, dim=-1),
             }
+            if pad_id != 0:
+                zero_src, zero_tgt = make_padding_mask(src, 0), make_decoder_mask(tgt, 0)
+                mistakes[f"forward builds its masks with pad_id 0, not the model's own self.pad_id (here {pad_id}; "
+                         f"{SECTION_MODEL})."] = reference.generator(
+                    reference.decode(tgt, reference.encode(src, zero_src), zero_src, zero_tgt))
         got_memory = _call(ns, mine.encode, "Transformer.encode", src, src_mask, deps=deps)
         assert_matches(got_memory, memory, f"{what}.encode(src {tuple(src.shape)}, src_mask)",
                        hint=f"memory = encoder(positional_encoding(src_embed(src)), src_mask) ({SECTION_MODEL}).")
@@ -369,5 +457,6 @@ def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
                        hint=f"decoder(positional_encoding(tgt_embed(tgt)), memory, src_mask, tgt_mask) ({SECTION_MODEL}).")
         _assert_eval_deterministic(ns, mine, "Transformer.forward", (src, tgt,), deps)
         got = _call(ns, mine, "Transformer.forward", src, tgt, deps=deps)
-        assert_matches(got, expected, f"{what}(src {tuple(src.shape)}, tgt {tuple(tgt.shape)}): logits", mistakes)
+        assert_matches(got, expected, f"{what}(src {tuple(src.shape)}, tgt {tuple(tgt.shape)}) (its logits)",
+                       mistakes)
     _assert_dropout(ns, mine, "Transformer.forward", (src, tgt), deps)
