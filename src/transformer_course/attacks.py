@@ -192,9 +192,9 @@ def set_answer(nb, grade_id, code):
     cell_of(nb, grade_id).source = code
 
 
-def set_metadata(nb, grade_id, **changes):
-    """Edit the nbgrader metadata of cell ``grade_id`` (a key set to None is removed)."""
-    meta = cell_of(nb, grade_id).metadata["nbgrader"]
+def set_metadata(nb, cell, **changes):
+    """Edit the nbgrader metadata of the cell whose grade_id is ``cell`` (a key set to None is removed)."""
+    meta = cell_of(nb, cell).metadata["nbgrader"]
     meta.update(changes)
     for key in [k for k, v in changes.items() if v is None]:
         del meta[key]
