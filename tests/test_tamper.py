@@ -50,6 +50,16 @@ def test_memory_limit_stopped_the_allocation(tampered):
     assert "can't allocate memory" in text
 
 
+def test_the_sandbox_holds_no_reference_of_the_notebook(tampered):
+    """A notebook that reads every file its kernel can see finds neither notebook 01's reference nor its
+    checks (both stay in the grader's process: transformer_course.judge)."""
+    _, out = tampered
+    nb = nbformat.read(out / "nbgrader" / "autograded" / "t_search_reference" / A01 / f"{A01}.ipynb", as_version=4)
+    text = json.dumps([c.get("outputs", []) for c in nb.cells])
+    assert "searched: no reference" in text
+    assert "found the" not in text
+
+
 def test_output_flood_is_cut(tampered):
     _, out = tampered
     path = out / "nbgrader" / "autograded" / "t_flood" / A01 / f"{A01}.ipynb"
@@ -67,12 +77,13 @@ def test_grader_cells_and_tokens_do_not_reach_the_student(tampered):
 
 
 def test_hidden_tests_do_not_reach_the_kernel_as_cell_source(tampered):
-    """An input transformer sees each cell's code before it runs; a test cell's code is only a call."""
+    """An input transformer sees each cell's code before it runs; a judged notebook's test cells
+    never run in the kernel (transformer_course.judge), so it sees none of their code."""
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_peek_at_cells" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "PEEK:" in printed and "test_softmax_hidden" in printed  # the transformer ran on test cells
-    assert "check_softmax" not in printed and "BEGIN HIDDEN" not in printed
+    assert "PEEK:" in printed and "def softmax" in printed  # the transformer ran on the student's cells
+    assert "check_softmax" not in printed and "BEGIN HIDDEN" not in printed and "_test_softmax" not in printed
 
 
 def test_files_the_grader_reads_cannot_be_poisoned(repo, tmp_path):

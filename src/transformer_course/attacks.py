@@ -137,7 +137,39 @@ while True:
         pass
 """
 
-# Not defended (README, "Not defended"): code that runs in the student's kernel while the checks do.
+SEARCH_REFERENCE = """
+import os
+def _search():  # every file this kernel can see, for the reference of notebook 01 or its checks
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")
+                   and d not in ("site-packages", "__pycache__")]
+        for name in files:
+            path = os.path.join(root, name)
+            if not name.endswith((".py", ".txt", ".json")) or os.path.islink(path):
+                continue
+            try:
+                with open(path, errors="ignore") as f:
+                    text = f.read(400_000)
+            except OSError:
+                continue
+            if "def self_attention(" in text and "def softmax(" in text:
+                _ns = {"__name__": "found"}
+                try:
+                    exec(compile(text, "<found>", "exec"), _ns)
+                except Exception:
+                    continue
+                if callable(_ns.get("softmax")):
+                    print("found the reference in", path)
+                    return _ns["softmax"]
+            if "def check_softmax(" in text:
+                print("found the checks in", path)
+    print("searched: no reference")
+    return None
+_found = _search()
+if _found is not None:
+    softmax = _found
+"""
+# Code that runs in the student's kernel while the grader's checks run.
 EXEC_REFERENCE = """
 import os
 with open("/proc/self/environ", "rb") as _f:
@@ -174,8 +206,9 @@ def _again():
 threading.Thread(target=_again, daemon=True).start()
 """
 # Each an attack that still gains points: tests/test_tamper.py expects it to (strict xfail), so a
-# fix shows up there and the README's "Not defended" list must shrink with it.
-NOT_DEFENDED = {"t_exec_reference", "t_settrace", "t_thread_repatch"}
+# fix shows up there and the README's "Not defended" list must shrink with it. Empty since notebook
+# 01's tests are judged in the grader (transformer_course.judge) and its reference is not in the sandbox.
+NOT_DEFENDED: set[str] = set()
 
 
 def cell_of(nb, grade_id):
@@ -226,17 +259,19 @@ def cases() -> dict[str, Case]:
         "t_comparisons": (lambda nb: (set_answer(nb, "softmax", WRONG_SOFTMAX + PATCH_COMPARISONS)), NO_SOFTMAX, ""),
         "t_subclass": (lambda nb: set_answer(nb, "softmax", LYING_SUBCLASS), NO_SOFTMAX, ""),
         "t_function_mode": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + LYING_MODE), NO_SOFTMAX, ""),
-        "t_patch_during_test": (lambda nb: set_answer(nb, "softmax", PATCH_DURING_TEST), NO_SOFTMAX,
-                                "compared outside the notebook"),
+        "t_patch_during_test": (lambda nb: set_answer(nb, "softmax", PATCH_DURING_TEST), NO_SOFTMAX, ""),
         "t_peek_at_cells": (lambda nb: add_after(nb, "softmax", PEEK_AT_CELLS), FULL, ""),
         "t_fake_checks": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + FAKE_CHECKS), NO_SOFTMAX, ""),
+        # The reference is not in the kernel: the import fails and the student's own softmax is graded.
         "t_steal_reference": (lambda nb: (add_after(nb, "softmax", STEAL_REFERENCE),
                                           set_answer(nb, "attention_scores", WRAP_REFERENCE)),
-                              dict(FULL, softmax=0, attention_scores=0), "hidden reference"),
+                              dict(FULL, attention_scores=0), ""),
+        "t_search_reference": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SEARCH_REFERENCE), NO_SOFTMAX,
+                               ""),
         "t_silence_errors": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
         "t_silence_display": (lambda nb: add_after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),
-        "t_replace_runner": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + REPLACE_RUNNER),
-                             {k: 0 for k in FULL}, "did not run to its end"),
+        # The tests do not run in the kernel: replacing its functions changes nothing but the student's own.
+        "t_replace_runner": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + REPLACE_RUNNER), NO_SOFTMAX, ""),
         "t_reseed": (lambda nb: add_after(nb, "softmax", "import random\nrandom.seed(0)\ntorch.manual_seed(1234)"),
                      FULL, ""),
         "t_sys_exit": (lambda nb: add_after(nb, "softmax", "import sys\nsys.exit(0)"), FULL, ""),

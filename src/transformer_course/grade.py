@@ -453,7 +453,9 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
         # The grader runs the test cells again on the reference in this process (torch) to compare
         # the values they checked: done while the kernel runs the notebook, not after it.
         tests = list(trusted_tests(grader.work / "source" / assignment.name / f"{assignment.notebook}.ipynb").values())
-        threading.Thread(target=_warm_verify, args=(repo.reference, assignment.notebook, tests), daemon=True).start()
+        if not workarea.judged(repo.reference, assignment.notebook):  # judged: no second run to compare with
+            threading.Thread(target=_warm_verify, args=(repo.reference, assignment.notebook, tests),
+                             daemon=True).start()
         try:
             return grader.grade("self", assignment, notebook.resolve(), "")
         except GraderError as exc:

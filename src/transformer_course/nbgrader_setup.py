@@ -27,7 +27,7 @@ from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
 from .layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
-from .workarea import kernel_mounts
+from .workarea import judged, kernel_mounts
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
@@ -114,6 +114,7 @@ class GuardNotebook(Preprocessor):
             # Only the grader marks cells as its own: a student's copy of these keys means nothing.
             cell.metadata.pop("course_guard", None)
             cell.metadata.pop("course_guard_source", None)
+            cell.metadata.pop("course_judged", None)
             if _is_test(cell):
                 gid = _grade_id(cell)
                 cell.metadata["course_guard_source"] = cell.source
@@ -170,6 +171,8 @@ class UnguardNotebook(Preprocessor):
             if original is None:
                 continue
             cell.source = original
+            if cell.metadata.pop("course_judged", False):
+                continue  # judged in the grader's process (KeepGradesOnCrash._judge): no token to check
             tokens = [o for o in cell.outputs if TOKEN_MIME in o.get("data", {})]
             cell.outputs = [o for o in cell.outputs if TOKEN_MIME not in o.get("data", {})]
             if any(o.get("output_type") == "error" for o in cell.outputs):
@@ -229,6 +232,8 @@ class KeepGradesOnCrash(Execute):
     max_notebook_s = Integer(1800, help="seconds the whole notebook may run (0 = no limit)").tag(config=True)
     guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
     sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.sandbox)").tag(config=True)
+    reference = Unicode("", help="folder holding course_reference: the test cells of a notebook whose checks "
+                        "are judged here (transformer_course.judge) run in this process against it").tag(config=True)
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -253,7 +258,14 @@ class KeepGradesOnCrash(Execute):
         self._tokens: set[int] = set()
         self._total = 0
         self._started = time.monotonic()
-        return super().preprocess(nb, resources, km)
+        self._link = None
+        self._judged = bool(self.reference) and judged(Path(self.reference), (resources or {}).get(
+            "nbgrader", {}).get("notebook", ""))
+        try:
+            return super().preprocess(nb, resources, km)
+        finally:
+            if self._link is not None:
+                self._link.close()
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most ``max_output_chars`` of a cell's output and ``max_total_output_chars`` of
@@ -288,6 +300,8 @@ class KeepGradesOnCrash(Execute):
             cell.outputs = [_error(NOTEBOOK_TIME_LIMIT, f"not run: the notebook reached its time limit "
                                    f"({self.max_notebook_s} s for all cells together) before this cell")]
             return cell, resources
+        if self._judged and cell.metadata.get("course_guard_source") is not None:
+            return self._judge(cell, resources, index)
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
@@ -303,6 +317,40 @@ class KeepGradesOnCrash(Execute):
         self._timeouts = self._timeouts + 1 if timed_out else 0
         if self._timeouts >= 2:
             return self._stop(cell, resources, index)
+        return cell, resources
+
+    def _judge(self, cell, resources, index):
+        """Run the test cell here, its calls into the student's code going to the kernel (:mod:`.judge`)."""
+        from .judge import Link, LinkBroken, run_test
+
+        cell.metadata["course_judged"] = True
+        source = cell.metadata["course_guard_source"]
+        try:
+            if self._link is None:
+                self._link = Link(self.km.blocking_client(), timeout=self.timeout or 60,
+                                  interrupt=run_sync(self.km.interrupt_kernel), alive=run_sync(self.km.is_alive))
+                self._link.install()
+            ename, evalue, printed = run_test(self._link, source, _grade_id(cell) or "", Path(self.reference))
+        except LinkBroken as exc:
+            ename, evalue, printed = "LinkBroken", str(exc), ""
+        cell.outputs = []
+        if printed:
+            cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=printed[:self.max_output_chars]))
+        if ename == "LinkBroken":
+            if "died" in evalue or "went on after an interrupt" in evalue:
+                with contextlib.suppress(Exception):
+                    run_sync(self.km.shutdown_kernel)(now=True)
+                self._dead_at = index
+                evalue = ("the kernel died while running this cell (sys.exit/os._exit, a crash, or out of memory?)"
+                          if "died" in evalue else "the kernel kept running after it was interrupted "
+                          "(a loop that catches KeyboardInterrupt?) and was stopped")
+                ename = "DeadKernelError"
+            elif "interrupted" in evalue:
+                ename = "CellTimeoutError"
+            else:
+                ename = "GraderError"
+        if ename:
+            cell.outputs.append(_error(ename, evalue))
         return cell, resources
 
     def _stop(self, cell, resources, index):
@@ -361,6 +409,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.RestoreTestCells.release_dir = str(Path(course_root) / "release")
     c.UnguardNotebook.source_dir = c.CourseDirectory.source_directory
     c.UnguardNotebook.reference = str(repo.reference)
+    c.KeepGradesOnCrash.reference = str(repo.reference)
     autograde = []
     for pp in Autograde.class_traits()["autograde_preprocessors"].default():
         autograde += [GuardNotebook, KeepGradesOnCrash, UnguardNotebook] if pp is Execute else [pp]

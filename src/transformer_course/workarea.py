@@ -7,11 +7,12 @@ process is still importing nbgrader.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from . import forkserver
@@ -35,12 +36,41 @@ def kernel_mounts(course_root: Path, repo: Repo) -> dict[str, list[str]]:
     }
 
 
+def judged(reference: Path, notebook: str) -> bool:
+    """Whether ``notebook``'s test cells are judged in the grader's process (:mod:`.judge`): its
+    checks module says ``JUDGED = True``. Read as text: the reference is not imported for this."""
+    number = notebook.split("_", 1)[0]
+    checks = Path(reference) / "course_reference" / "checks" / f"nb{number}.py"
+    if not number.isdigit() or not checks.is_file():
+        return False
+    tree = ast.parse(checks.read_text())
+    return any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "JUDGED" for t in node.targets)
+               and isinstance(node.value, ast.Constant) and node.value.value is True for node in tree.body)
+
+
+def kernel_copy_ignore(reference: Path) -> Callable[[str, list[str]], set[str]]:
+    """What the kernels' copy of the reference leaves out, besides :data:`IGNORED`: the reference
+    and the checks of every judged notebook (their tests run in the grader, against its own copy)."""
+    left_out = set()
+    for checks in (Path(reference) / "course_reference" / "checks").glob("nb[0-9][0-9].py"):
+        number = checks.stem[2:]
+        if judged(reference, f"{number}_"):
+            left_out.add(checks.name)
+            left_out.update(p.name for p in (Path(reference) / "course_reference").glob(f"nb{number}_*.py"))
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return set(IGNORED(folder, names)) | (left_out & set(names))
+
+    return ignore
+
+
 def create(work: Path, repo: Repo) -> None:
-    """Make ``work`` (emptied first) a work area holding the hidden reference and an empty
-    ``autograded/``, and start the kernel template its kernels will be forked from."""
+    """Make ``work`` (emptied first) a work area holding the kernels' part of the hidden reference
+    (:func:`kernel_copy_ignore`) and an empty ``autograded/``, and start the kernel template its
+    kernels will be forked from."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    shutil.copytree(repo.reference, work / MOUNTED["readonly"], ignore=IGNORED)
+    shutil.copytree(repo.reference, work / MOUNTED["readonly"], ignore=kernel_copy_ignore(repo.reference))
     (work / MOUNTED["writable"]).mkdir()
     with reference_on_path(work / MOUNTED["readonly"]):
         forkserver.prestart(**kernel_mounts(work, repo), env=dict(os.environ))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -234,6 +235,11 @@ def reference_for(ns: dict[str, Any], **replacements: Any) -> Iterator[None]:
     a mistake in ``softmax`` costs the ``softmax`` points only, not those of every
     exercise built on it.
     """
+    lend = getattr(ns, "lend", None)  # the grader's namespace of a kernel it judges (transformer_course.judge)
+    if lend is not None:
+        with lend(replacements):
+            yield
+        return
     missing = object()
     saved = {name: ns.get(name, missing) for name in replacements}
     ns.update(replacements)
@@ -268,6 +274,7 @@ def forbid(targets: Mapping[tuple[Any, str], str]) -> Iterator[list[str]]:
     """
     used: list[str] = []
     saved = []
+    _WATCHES.append(({_dotted(owner, attr): label for (owner, attr), label in targets.items()}, used))
     for (owner, attr), label in targets.items():
         original = getattr(owner, attr)
         saved.append((owner, attr, original))
@@ -280,8 +287,50 @@ def forbid(targets: Mapping[tuple[Any, str], str]) -> Iterator[list[str]]:
     try:
         yield used
     finally:
+        _WATCHES.pop()
         for owner, attr, original in saved:
             setattr(owner, attr, original)
+
+
+# forbid() blocks now open, for code the judge runs in the student's kernel (transformer_course.judge).
+_WATCHES: list[tuple[dict[str, str], list[str]]] = []
+
+
+def _dotted(owner: Any, attr: str) -> str:
+    if isinstance(owner, type):
+        return f"{owner.__module__}.{owner.__qualname__}.{attr}"
+    return f"{owner.__name__}.{attr}"
+
+
+def watched() -> dict[str, str]:
+    """The built-ins every open :func:`forbid` block watches, by dotted path: their labels."""
+    return {path: label for paths, _ in _WATCHES for path, label in paths.items()}
+
+
+def note_used(labels: list[str]) -> None:
+    """Built-ins that code run elsewhere (the student's kernel) called inside the open blocks."""
+    for _, used in _WATCHES:
+        used.extend(labels)
+
+
+def backward(output: torch.Tensor, gradient: torch.Tensor) -> None:
+    """``output.backward(gradient)``, also where ``output`` came from the student's kernel (the
+    judge runs it there, on the original)."""
+    judge = sys.modules.get("transformer_course.judge")
+    if judge is not None and judge.remote_backward(output, gradient):
+        return
+    output.backward(gradient)
+
+
+def _remote(module: Any) -> bool:
+    return hasattr(type(module), "_course_copy")
+
+
+def type_name(value: Any) -> str:
+    """The name of ``value``'s class, also for an object of the student's kernel."""
+    if _remote(value):
+        return object.__getattribute__(value, "_type").rsplit(".", 1)[-1]
+    return type(value).__name__
 
 
 def copy_linear(student: torch.nn.Module, reference: torch.nn.Module, names: list[str]) -> None:
@@ -289,9 +338,9 @@ def copy_linear(student: torch.nn.Module, reference: torch.nn.Module, names: lis
     for name in names:
         mine = getattr(student, name, None)
         theirs = getattr(reference, name)
-        if not isinstance(mine, torch.nn.Linear):
+        if not (mine._course_is(torch.nn.Linear) if _remote(mine) else isinstance(mine, torch.nn.Linear)):
             raise AssertionError(
-                f"attribute `{name}` should be an nn.Linear, got {type(mine).__name__}; keep "
+                f"attribute `{name}` should be an nn.Linear, got {type_name(mine)}; keep "
                 "the names given in the stub's __init__."
             )
         if mine.weight.shape != theirs.weight.shape:
@@ -303,6 +352,9 @@ def copy_linear(student: torch.nn.Module, reference: torch.nn.Module, names: lis
         if (mine.bias is None) != (theirs.bias is None):
             want = "no bias (bias=False)" if theirs.bias is None else "a bias"
             raise AssertionError(f"`{name}` should have {want}.")
+        if _remote(mine):
+            mine._course_copy({"weight": theirs.weight, **({"bias": theirs.bias} if theirs.bias is not None else {})})
+            continue
         with torch.no_grad():
             mine.weight.copy_(theirs.weight)
             if theirs.bias is not None:

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from .. import nb01_self_attention as ref
 from . import (
     assert_matches,
+    backward,
     copy_linear,
     forbid,
     generator,
@@ -37,6 +38,10 @@ _BUILTIN_SOFTMAX = {
 
 
 upstream = upstream_from(ref)
+
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.judge);
+# the kernel's copy of the reference holds neither this module nor notebook 01's reference.
+JUDGED = True
 
 
 def _explained(call, hints: dict[str, str]):
@@ -209,8 +214,8 @@ def check_SelfAttention(ns: dict[str, Any]) -> None:  # noqa: N802 (the SPEC's c
                        hint="Expected softmax(Q K^T, dim=-1) with Q = w_q(x), K = w_k(x).")
         assert_matches(out, expected_out, f"{what}: output", {k: o for k, (o, _) in mistakes.items()})
         # Gradients flow to every projection, as in the reference.
-        out.square().sum().backward()
-        expected_out.square().sum().backward()
+        backward(out, 2 * out.detach())  # the gradient of out.square().sum()
+        backward(expected_out, 2 * expected_out.detach())
         for name in ("w_q", "w_k", "w_v"):
             grad = getattr(mine, name).weight.grad
             if grad is None:

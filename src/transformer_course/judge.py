@@ -1,0 +1,422 @@
+"""Test cells judged in the grader's process: the kernel runs the student's code, the grader decides.
+
+A test cell's code (visible or hidden, always the grader's trusted copy) runs here, in the grader,
+with the reference importable. Every name the notebook defined is a :class:`Remote` proxy: calling
+it, reading an attribute or running ``backward`` sends a request to the student's kernel, where
+:mod:`.recorder` carries it out and sends back plain data (``torch.load(weights_only=True)``).
+So the expected values, the comparisons, the diagnosis of a known mistake and the message are all
+computed here; the kernel only ever sees the inputs the grader chose and its own results. Code in
+the kernel (a patched ``torch.allclose``, a tracer, a thread) can change what the student's code
+returns, which is its right, and nothing else.
+
+An earlier exercise's reference that a test lends to the student's code (``reference_for``: a
+mistake in ``softmax`` is not charged to ``self_attention`` too) stays here as well: the kernel
+gets a stub that asks this process for each result (forward and backward) over the kernel's stdin
+channel, so the reference's code never enters the kernel.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import math
+import queue
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .recorder import ANSWER, PROMPT, decode, encode
+
+SOURCE = Path(__file__).with_name("recorder.py")
+_ERROR_HINTS = {
+    "view size is not compatible": " (a transpose leaves the tensor non-contiguous: call .contiguous() "
+                                   "before .view(), or use .reshape())",
+}
+
+
+class LinkBroken(Exception):
+    """The kernel did not answer (it died, or a request ran past its time)."""
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    if isinstance(value, Remote):
+        return object.__getattribute__(value, "_label")
+    return repr(value) if isinstance(value, int | float | bool | None) else type(value).__name__
+
+
+class Link:
+    """Requests to the recorder in one kernel, through a blocking client of its own.
+
+    Args:
+        client: a started ``BlockingKernelClient`` of the student's kernel.
+        timeout: seconds one request may run (the student's code inside it included).
+        interrupt: called when a request runs past ``timeout`` (interrupts the kernel).
+    """
+
+    def __init__(self, client: Any, timeout: float = 60, interrupt: Callable[[], Any] | None = None,
+                 alive: Callable[[], bool] | None = None):
+        self.client, self.timeout, self.interrupt, self.alive = client, timeout, interrupt, alive
+        self.client.start_channels()
+        self._checked = time.monotonic()
+        self.name = "_course_judge_" + secrets.token_hex(6)
+        self.lent: dict[str, Callable[..., Any]] = {}
+        self.calls: dict[int, tuple[list[torch.Tensor], Any]] = {}
+        self.output: list[str] = []  # what the student's code printed during requests
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.stop_channels()
+
+    def install(self) -> None:
+        code = (f"exec(compile({SOURCE.read_text()!r}, '<course judge>', 'exec'), _course_judge := "
+                f"{{'__name__': 'course_judge'}})\n{self.name} = _course_judge['Recorder'](globals())\n"
+                "del _course_judge")
+        self._execute(code, want_answer=False)
+
+    def request(self, ask: dict) -> Any:
+        """The recorder's answer to ``ask``: ``{"ok": value}`` or ``{"error": ...}``."""
+        answer = self._execute(f"{self.name}.op({encode(ask)!r})")
+        if not isinstance(answer, dict) or not ({"ok", "error"} & set(answer)):
+            raise LinkBroken("the kernel's answer is not one the grader asked for")
+        return answer
+
+    def _execute(self, code: str, want_answer: bool = True) -> Any:
+        kc = self.client
+        msg_id = kc.execute(code, store_history=False, allow_stdin=True, stop_on_error=False)
+        deadline = time.monotonic() + self.timeout
+        answer, idle, interrupted = None, False, False
+        while not idle:
+            if time.monotonic() > deadline:
+                if interrupted:
+                    raise LinkBroken(f"did not finish within {self.timeout:g} s, and went on after an interrupt")
+                interrupted = True
+                deadline = time.monotonic() + 10
+                if self.interrupt is not None:
+                    self.interrupt()
+            with contextlib.suppress(queue.Empty):
+                msg = kc.get_stdin_msg(timeout=0)
+                if msg["header"]["msg_type"] == "input_request":
+                    prompt = str(msg["content"].get("prompt", ""))
+                    if prompt.startswith(ANSWER):
+                        kc.input("")
+                        if answer is None:
+                            answer = self._read_answer(prompt[len(ANSWER):])
+                    else:
+                        kc.input(self._answer_callback(prompt))
+                continue
+            try:
+                msg = kc.get_iopub_msg(timeout=0.005)
+            except queue.Empty:
+                if time.monotonic() - self._checked > 0.5:
+                    self._checked = time.monotonic()
+                    if not (self.alive() if self.alive is not None else kc.is_alive()):
+                        raise LinkBroken("the kernel died") from None
+                continue
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["header"]["msg_type"], msg["content"]
+            if kind == "status" and content.get("execution_state") == "idle":
+                idle = True
+            elif kind == "stream" and sum(map(len, self.output)) < 20_000:
+                self.output.append(content.get("text", ""))
+            elif kind == "error" and not want_answer:
+                raise LinkBroken(f"{content.get('ename')}: {content.get('evalue')}")
+        if interrupted:
+            raise LinkBroken(f"did not finish within {self.timeout:g} s and was interrupted (an endless loop?)")
+        with contextlib.suppress(Exception):
+            kc.get_shell_msg(timeout=1)
+        if want_answer and answer is None:
+            raise LinkBroken("the kernel sent no answer (was the grader's recorder changed?)")
+        return answer
+
+    @staticmethod
+    def _read_answer(text: str) -> Any:
+        try:
+            return decode(text)
+        except Exception as exc:  # noqa: BLE001 (whatever the kernel sent, it is no answer)
+            raise LinkBroken(f"the kernel's answer could not be read as plain data ({type(exc).__name__})") from None
+
+    # Calls back from the kernel: a lent reference function, forward and backward.
+    def _answer_callback(self, prompt: str) -> str:
+        try:
+            if not prompt.startswith(PROMPT):
+                raise ValueError("not a call back")
+            ask = decode(prompt[len(PROMPT):])
+            if "callback" in ask:
+                return encode(self._forward(ask))
+            return encode(self._vjp(ask))
+        except Exception as exc:  # noqa: BLE001 (the kernel's side raises it in the student's code)
+            return encode({"error": f"{type(exc).__name__}: {exc}"})
+
+    def _forward(self, ask: dict) -> dict:
+        fn = self.lent[ask["callback"]]
+        args, kwargs = self.value(ask["args"]), self.value(ask["kwargs"])
+        inputs: list[torch.Tensor] = []
+
+        def leaf(v: Any) -> Any:
+            if isinstance(v, torch.Tensor):
+                v = v.detach().requires_grad_(v.is_floating_point())
+                inputs.append(v)
+            return v
+
+        args = _map(args, leaf)
+        kwargs = _map(kwargs, leaf)
+        with torch.enable_grad():
+            result = fn(*args, **kwargs)
+        outputs = list(result) if isinstance(result, tuple) else [result]
+        number = len(self.calls) + 1
+        self.calls[number] = (inputs, outputs)
+        return {"call": number, "tuple": isinstance(result, tuple),
+                "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
+
+    def _vjp(self, ask: dict) -> dict:
+        inputs, outputs = self.calls[ask["vjp"]]
+        pairs = [(o, g) for o, g in zip(outputs, ask["grads"], strict=False)
+                 if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
+        wanted = [i for i in inputs if i.requires_grad]
+        grads = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) \
+            if pairs and wanted else [None] * len(wanted)
+        by_input = iter(grads)
+        return {"grads": [next(by_input) if i.requires_grad else None for i in inputs]}
+
+    # Values between the two processes.
+    def value(self, data: Any, label: str = "") -> Any:
+        """A value from the kernel: tensors and plain data as they are, other objects as proxies."""
+        if isinstance(data, dict):
+            if "__tensor__" in data:
+                tensor = data["__tensor__"]
+                if not isinstance(tensor, torch.Tensor):
+                    raise LinkBroken("a tensor that is not one")
+                if data.get("requires_grad") and (tensor.is_floating_point() or tensor.is_complex()):
+                    tensor.requires_grad_(True)
+                grad = data.get("grad")
+                if isinstance(grad, torch.Tensor) and grad.shape == tensor.shape and grad.dtype == tensor.dtype:
+                    tensor.grad = grad
+                tensor._course_remote = (self, data.get("__handle__"))  # for remote_backward
+                return tensor
+            if "__handle__" in data:
+                return Remote(self, data["__handle__"], label or str(data.get("type", "object")).rsplit(".", 1)[-1],
+                              str(data.get("type", "")))
+            if "__seq__" in data:
+                items = [self.value(v, label) for v in data["__seq__"]]
+                return tuple(items) if data.get("tuple") else items
+            if "__dict__" in data:
+                return {k: self.value(v, label) for k, v in data["__dict__"].items()}
+            if "__watched__" in data:
+                return {"__watched__": True, "result": self.value(data.get("result"), label),
+                        "used": [str(u) for u in data.get("used", [])]}
+        return data
+
+    def send(self, value: Any) -> Any:
+        """A value for the kernel: proxies by handle, lent functions by name, the rest by value."""
+        if isinstance(value, Remote):
+            return {"__ref__": object.__getattribute__(value, "_handle")}
+        if isinstance(value, torch.Tensor):
+            return value.detach()
+        if isinstance(value, tuple | list):
+            return {"__seq__": [self.send(v) for v in value], "tuple": isinstance(value, tuple)}
+        if isinstance(value, dict):
+            return {"__dict__": {k: self.send(v) for k, v in value.items()}}
+        if callable(value) and not isinstance(value, type):
+            name = getattr(value, "__name__", "lent")
+            self.lent[name] = value
+            return {"__lent__": name}
+        return value
+
+    def ok(self, answer: dict, what: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """The value of ``answer``, or the student's error as the checks expect it."""
+        if "ok" in answer:
+            return self.value(answer["ok"], what)
+        name, message = str(answer.get("error")), " ".join(str(answer.get("message", "")).split())
+        if answer.get("not_implemented"):
+            raise NotImplementedError(message)
+        if name == "AttributeError":
+            raise AttributeError(message)
+        inputs = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in (kwargs or {}).items()])
+        hint = "".join(h for key, h in _ERROR_HINTS.items() if key in message)
+        raise AssertionError(f"{what}({inputs}) raised {name}: {message[:300]}{hint}")
+
+
+def remote_backward(tensor: torch.Tensor, gradient: torch.Tensor) -> bool:
+    """Run ``backward(gradient)`` on the kernel's original of ``tensor``; False if it has none."""
+    found = getattr(tensor, "_course_remote", None)
+    if found is None:
+        return False
+    link, handle = found
+    link.ok(link.request({"op": "backward", "h": handle, "grad": gradient.detach()}), "backward")
+    return True
+
+
+def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
+    if isinstance(value, tuple | list):
+        return type(value)(_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+class Remote:
+    """An object of the student's kernel, named by a handle."""
+
+    def __init__(self, link: Link, handle: int, label: str, type_name: str = ""):
+        object.__setattr__(self, "_link", link)
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_label", label)
+        object.__setattr__(self, "_type", type_name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        link, label = object.__getattribute__(self, "_link"), object.__getattribute__(self, "_label")
+        answer = link.request({"op": "getattr", "h": object.__getattribute__(self, "_handle"), "attr": name})
+        return link.ok(answer, f"{label}.{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        link = object.__getattribute__(self, "_link")
+        answer = link.request({"op": "setattr", "h": object.__getattribute__(self, "_handle"), "attr": name,
+                               "value": link.send(value)})
+        link.ok(answer, f"setting {object.__getattribute__(self, '_label')}.{name}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        link, label = object.__getattribute__(self, "_link"), object.__getattribute__(self, "_label")
+        watch = watching()
+        answer = link.request({"op": "call", "h": object.__getattribute__(self, "_handle"),
+                               "args": link.send(list(args)), "kwargs": link.send(kwargs),
+                               "watch": sorted(watch)})
+        value = link.ok(answer, label, args, kwargs)
+        if isinstance(value, dict) and value.get("__watched__"):
+            report_used([watch[u] for u in value["used"] if u in watch])
+            value = value["result"]
+        return value
+
+    def __iter__(self) -> Iterator[Any]:
+        link = object.__getattribute__(self, "_link")
+        answer = link.request({"op": "list", "h": object.__getattribute__(self, "_handle")})
+        yield from link.ok(answer, object.__getattribute__(self, "_label"))
+
+    def __repr__(self) -> str:
+        return f"<your {object.__getattribute__(self, '_label')}>"
+
+    @property
+    def __class__(self) -> type:  # noqa: D105 (isinstance(proxy, nn.Linear) asks this)
+        """The remote object's class where it is one of torch's (``isinstance`` in test code), else Remote."""
+        name = object.__getattribute__(self, "_type")
+        if name.startswith("torch."):
+            with contextlib.suppress(Exception):
+                from .recorder import _resolve
+
+                found = _resolve(name)
+                if isinstance(found, type):
+                    return found
+        return Remote
+
+    def _course_is(self, cls: type) -> bool:
+        """``isinstance(the remote object, cls)``, asked in the kernel."""
+        link = object.__getattribute__(self, "_link")
+        return link.ok(link.request({"op": "isinstance", "h": object.__getattribute__(self, "_handle"),
+                                     "cls": f"{cls.__module__}.{cls.__qualname__}"}), "isinstance") is True
+
+    def _course_copy(self, params: dict[str, torch.Tensor]) -> None:
+        """Copy ``params`` (dotted attribute paths) into the remote module, without gradients."""
+        link = object.__getattribute__(self, "_link")
+        link.ok(link.request({"op": "copy", "h": object.__getattribute__(self, "_handle"),
+                              "params": {k: v.detach() for k, v in params.items()}}), "copying parameters")
+
+
+def watching() -> dict[str, str]:
+    """The built-ins watched by the checks' ``forbid`` right now, by dotted path: their labels."""
+    checks = sys.modules.get("course_reference.checks")
+    return dict(checks.watched()) if checks is not None and hasattr(checks, "watched") else {}
+
+
+def report_used(labels: list[str]) -> None:
+    checks = sys.modules.get("course_reference.checks")
+    if checks is not None and labels:
+        checks.note_used(labels)
+
+
+class Namespace(dict):
+    """The test cell's globals: the grader's own names first, then the notebook's, as proxies."""
+
+    def __init__(self, link: Link, base: dict[str, Any]):
+        super().__init__(base)
+        self.link = link
+
+    def __missing__(self, name: str) -> Any:
+        if hasattr(builtins, name) or name.startswith("__"):
+            raise KeyError(name)
+        answer = self.link.request({"op": "name", "name": name})
+        if "error" in answer and answer["error"] == "NameError":
+            raise KeyError(name)
+        value = self.link.ok(answer, name)
+        self[name] = value
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        if dict.__contains__(self, name):
+            return True
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
+    @contextlib.contextmanager
+    def lend(self, replacements: dict[str, Any]) -> Iterator[None]:
+        """The student's code calls ``replacements`` (run here) instead of its own, for the block."""
+        self.link.lent.update(replacements)
+        saved = {name: dict.get(self, name) for name in replacements}
+        self.link.ok(self.link.request({"op": "lend", "names": sorted(replacements)}), "lend")
+        dict.update(self, replacements)
+        try:
+            yield
+        finally:
+            self.link.ok(self.link.request({"op": "unlend"}), "unlend")
+            for name, value in saved.items():
+                if value is None:
+                    dict.pop(self, name, None)
+                else:
+                    dict.__setitem__(self, name, value)
+
+
+def base_namespace() -> dict[str, Any]:
+    """What a test cell may use without the notebook: the libraries the notebooks import."""
+    import torch.nn.functional as functional
+
+    return {"__name__": "__main__", "torch": torch, "F": functional, "nn": torch.nn, "math": math}
+
+
+def run_test(link: Link, source: str, grade_id: str, reference: Path | None = None) -> tuple[str, str, str]:
+    """Run test cell ``source`` here against the kernel behind ``link`` (``reference``: the folder
+    holding ``course_reference``, which the test imports its checks from).
+
+    Returns ``(ename, evalue, printed)``: ``ename`` is '' when the test passed; otherwise the
+    exception's name and its one-line message. ``printed`` is what the test printed.
+    """
+    if reference is not None and str(Path(reference).resolve()) not in sys.path:
+        sys.path.insert(0, str(Path(reference).resolve()))
+    ns = Namespace(link, base_namespace())
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed), torch.random.fork_rng():
+            exec(compile(source, f"<test cell {grade_id}>", "exec"), ns)  # noqa: S102 (the grader's own test code)
+    except LinkBroken as exc:
+        return "LinkBroken", str(exc), printed.getvalue()
+    except Exception as exc:  # noqa: BLE001 (the verdict)
+        return type(exc).__name__, " ".join(str(exc).split()), printed.getvalue()
+    finally:
+        with contextlib.suppress(Exception):
+            link.request({"op": "unlend"})
+            link.request({"op": "release"})
+    return "", "", printed.getvalue()

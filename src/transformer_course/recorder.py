@@ -1,0 +1,256 @@
+"""The grading kernel's half of the judge (:mod:`.judge`): it calls the student's code and reports
+what comes back. It holds no reference, no expected value and no verdict.
+
+The grader executes this file's source in the student's kernel (it is never imported there) and
+then sends one request per operation: look up a name the notebook defined, read or set an
+attribute, call a function or a module, run ``backward``, copy parameters in. Arguments and
+results travel as ``torch.save`` bytes (base64) that the grader reads back with
+``weights_only=True``: tensors, numbers, strings, dtypes and containers of them by value; every
+other object (a function, a module, a class) by a numbered handle the grader can name in later
+requests. A function the grader lends for the length of a test (an earlier exercise's reference,
+so that a mistake there is not charged twice) is a stub here that asks the grader for its result
+over the kernel's stdin channel, forward and backward.
+
+Everything here runs in a process the student controls: it can be changed, and then the student's
+code simply seems to return something else. The verdict is the grader's, from those results.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import traceback
+from typing import Any
+
+import torch
+
+PROMPT = "course-judge:"  # a stdin prompt that carries a call back to the grader
+ANSWER = "course-judge-answer:"  # a stdin prompt that carries the answer to a request
+
+
+def encode(value: Any) -> str:
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def decode(text: str) -> Any:
+    return torch.load(io.BytesIO(base64.b64decode(text, validate=True)), weights_only=True)
+
+
+PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
+
+
+class Recorder:
+    """Handles to the student's objects, and the operations the grader may ask for."""
+
+    def __init__(self, ns: dict) -> None:
+        from IPython import get_ipython
+
+        # Answers go over the kernel's stdin channel, through the kernel object itself: a notebook
+        # that silences its displays or replaces input() does not silence the recorder by accident.
+        self.raw_input = get_ipython().kernel.raw_input
+        self.ns = ns
+        self.handles: dict[int, Any] = {}
+        self.lent: dict[str, Any] = {}
+        self.missing = object()
+
+    # Values out: by value where plain, else by handle.
+    def out(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            grad = value.grad if value.is_leaf else None
+            return {"__tensor__": value.detach().clone(), "__handle__": self.keep(value),
+                    "requires_grad": bool(value.requires_grad),
+                    "grad": None if grad is None else grad.detach().clone()}
+        if isinstance(value, PLAIN):
+            return value
+        if type(value) in (tuple, list) or isinstance(value, torch.Size):
+            return {"__seq__": [self.out(v) for v in value], "tuple": not isinstance(value, list)}
+        if type(value) is dict or type(value).__name__ == "OrderedDict":
+            if all(isinstance(k, str | int) for k in value):
+                return {"__dict__": {k: self.out(v) for k, v in value.items()}}
+        return {"__handle__": self.keep(value), "type": f"{type(value).__module__}.{type(value).__qualname__}",
+                "module": isinstance(value, torch.nn.Module), "callable": callable(value)}
+
+    def keep(self, value: Any) -> int:
+        number = len(self.handles) + 1
+        self.handles[number] = value
+        return number
+
+    # Values in: handles become the objects again.
+    def into(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            if "__ref__" in value:
+                return self.handles[value["__ref__"]]
+            if "__lent__" in value:
+                return self.stub(value["__lent__"])
+            if "__seq__" in value:
+                items = [self.into(v) for v in value["__seq__"]]
+                return tuple(items) if value.get("tuple") else items
+            if "__dict__" in value:
+                return {k: self.into(v) for k, v in value["__dict__"].items()}
+        return value
+
+    def op(self, request: str) -> str:
+        """Carry out one request; the answer goes back as a stdin prompt (see :data:`ANSWER`)."""
+        try:
+            ask = decode(request)
+            answer = {"ok": self.out(self.run(ask))}
+        except BaseException as exc:  # noqa: BLE001 (the student's error is the answer)
+            answer = {"error": type(exc).__name__, "message": str(exc)[:2000],
+                      "not_implemented": isinstance(exc, NotImplementedError),
+                      "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
+        self.raw_input(ANSWER + encode(answer))
+        return ""
+
+    def run(self, ask: dict) -> Any:
+        kind = ask["op"]
+        if kind == "name":
+            if ask["name"] not in self.ns:
+                raise NameError(f"name {ask['name']!r} is not defined")
+            return self.ns[ask["name"]]
+        if kind == "names":
+            return [k for k in self.ns if not k.startswith("_")]
+        target = self.handles[ask["h"]] if "h" in ask else None
+        if kind == "getattr":
+            return getattr(target, ask["attr"])
+        if kind == "setattr":
+            setattr(target, ask["attr"], self.into(ask["value"]))
+            return None
+        if kind == "call":
+            return self.call(target, self.into(ask.get("args", [])), self.into(ask.get("kwargs", {})),
+                             ask.get("watch") or [], ask.get("seed"))
+        if kind == "list":
+            return list(target)
+        if kind == "isinstance":
+            return isinstance(target, _resolve(ask["cls"]))
+        if kind == "backward":
+            target.backward(self.into(ask["grad"]))
+            return None
+        if kind == "copy":
+            with torch.no_grad():
+                for path, tensor in ask["params"].items():
+                    owner = target
+                    for part in path.split("."):
+                        owner = getattr(owner, part)
+                    owner.copy_(tensor)
+            return None
+        if kind == "lend":
+            for name in ask["names"]:
+                self.lent.setdefault(name, self.ns.get(name, self.missing))
+                self.ns[name] = self.stub(name)
+            return None
+        if kind == "unlend":
+            for name, value in self.lent.items():
+                if value is self.missing:
+                    self.ns.pop(name, None)
+                else:
+                    self.ns[name] = value
+            self.lent.clear()
+            return None
+        if kind == "release":
+            self.handles.clear()
+            return None
+        raise ValueError(f"unknown request {kind!r}")
+
+    def call(self, fn: Any, args: list, kwargs: dict, watch: list[str], seed: int | None) -> Any:
+        """``fn(*args, **kwargs)``; ``watch`` names built-ins (``"torch.softmax"``) whose use is
+        reported back as ``{"result": ..., "used": [...]}``."""
+        if seed is not None:
+            torch.manual_seed(seed)
+        if not watch:
+            return fn(*args, **kwargs)
+        used: list[str] = []
+        saved = []
+        for label in watch:
+            owner_path, attr = label.rsplit(".", 1)
+            owner = _resolve(owner_path)
+            original = getattr(owner, attr)
+            saved.append((owner, attr, original))
+
+            def spy(*a: Any, __original: Any = original, __label: str = label, **k: Any) -> Any:
+                used.append(__label)
+                return __original(*a, **k)
+
+            setattr(owner, attr, spy)
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            for owner, attr, original in saved:
+                setattr(owner, attr, original)
+        return {"__watched__": True, "result": result, "used": used}
+
+    def stub(self, name: str) -> Any:
+        """A function that asks the grader for ``name(*args, **kwargs)``, with gradients."""
+        recorder = self
+
+        class Lent(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, spec: Any, *tensors: torch.Tensor) -> Any:
+                args, kwargs = _fill(spec, tensors)
+                reply = recorder.ask({"callback": name, "args": recorder.out(args),
+                                      "kwargs": recorder.out(kwargs)})
+                ctx.call = reply["call"]
+                ctx.count = len(tensors)
+                outputs = tuple(recorder.into(v) for v in reply["outputs"])
+                return outputs if reply["tuple"] else outputs[0]
+
+            @staticmethod
+            def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+                reply = recorder.ask({"vjp": ctx.call, "grads": [None if g is None else g.detach() for g in grads]})
+                return (None, *[recorder.into(g) for g in reply["grads"]])
+
+        def lent(*args: Any, **kwargs: Any) -> Any:
+            spec, tensors = _split((args, kwargs))
+            return Lent.apply(spec, *tensors)
+
+        lent.__name__ = lent.__qualname__ = name
+        return lent
+
+    def ask(self, question: dict) -> dict:
+        reply = decode(self.raw_input(PROMPT + encode(question)))
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply
+
+
+def _split(value: Any) -> tuple[Any, list[torch.Tensor]]:
+    """``value`` with its tensors replaced by their positions in the returned list."""
+    tensors: list[torch.Tensor] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            tensors.append(v)
+            return ("__tensor_at__", len(tensors) - 1)
+        if isinstance(v, tuple | list):
+            return type(v)(walk(x) for x in v)
+        if isinstance(v, dict):
+            return {k: walk(x) for k, x in v.items()}
+        return v
+
+    return walk(value), tensors
+
+
+def _fill(spec: Any, tensors: tuple[torch.Tensor, ...]) -> Any:
+    if isinstance(spec, tuple) and len(spec) == 2 and spec[0] == "__tensor_at__":
+        return tensors[spec[1]]
+    if isinstance(spec, tuple | list):
+        return type(spec)(_fill(x, tensors) for x in spec)
+    if isinstance(spec, dict):
+        return {k: _fill(x, tensors) for k, x in spec.items()}
+    return spec
+
+
+def _resolve(path: str) -> Any:
+    import importlib
+
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(path)
