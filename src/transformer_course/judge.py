@@ -34,22 +34,10 @@ import torch
 from .recorder import ANSWER, PROMPT, decode, encode
 
 SOURCE = Path(__file__).with_name("recorder.py")
-_ERROR_HINTS = {
-    "view size is not compatible": " (a transpose leaves the tensor non-contiguous: call .contiguous() "
-                                   "before .view(), or use .reshape())",
-}
 
 
 class LinkBroken(Exception):
     """The kernel did not answer (it died, or a request ran past its time)."""
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"{tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
-    if isinstance(value, Remote):
-        return object.__getattribute__(value, "_label")
-    return repr(value) if isinstance(value, int | float | bool | None) else type(value).__name__
 
 
 class Link:
@@ -62,14 +50,16 @@ class Link:
     """
 
     def __init__(self, client: Any, timeout: float = 60, interrupt: Callable[[], Any] | None = None,
-                 alive: Callable[[], bool] | None = None):
+                 alive: Callable[[], bool] | None = None, watched: tuple[str, ...] = ()):
         self.client, self.timeout, self.interrupt, self.alive = client, timeout, interrupt, alive
+        self.watched = watched
         self.client.start_channels()
         self._checked = time.monotonic()
         self.name = "_course_judge_" + secrets.token_hex(6)
         self.lent: dict[str, Callable[..., Any]] = {}
         self.calls: dict[int, tuple[list[torch.Tensor], Any]] = {}
         self.output: list[str] = []  # what the student's code printed during requests
+        self.attached: list[list] = []  # [tensor, handle, version] of tensors read from the kernel
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -77,12 +67,36 @@ class Link:
 
     def install(self) -> None:
         code = (f"exec(compile({SOURCE.read_text()!r}, '<course judge>', 'exec'), _course_judge := "
-                f"{{'__name__': 'course_judge'}})\n{self.name} = _course_judge['Recorder'](globals())\n"
-                "del _course_judge")
+                f"{{'__name__': 'course_judge'}})\n"
+                f"{self.name} = _course_judge['Recorder'](globals(), {self.watched!r})\ndel _course_judge")
         self._execute(code, want_answer=False)
+
+    def attach(self, value: Any) -> Any:
+        """Keep the tensors in ``value`` (a module's parameters, read here) tied to their originals:
+        if code here changes one in place (``nn.init.eye_(layer.weight)``, ``p.copy_(...)``), the
+        original is changed the same way before the kernel runs anything else."""
+        for tensor in _flat(value):  # held (not weakly: `layer.weight.copy_(w)` drops it at once) until released
+            handle = getattr(tensor, "_course_handle", None)
+            if handle is not None:
+                self.attached.append([tensor, handle, tensor._version])
+        return value
+
+    def _write_back(self) -> None:
+        changed = {}
+        for entry in self.attached:
+            tensor, handle, version = entry
+            if tensor._version != version:
+                changed[handle] = tensor.detach()
+                entry[2] = tensor._version
+        if changed:
+            self.ok(self._request({"op": "assign", "values": changed}), "writing back a changed tensor")
 
     def request(self, ask: dict) -> Any:
         """The recorder's answer to ``ask``: ``{"ok": value}`` or ``{"error": ...}``."""
+        self._write_back()
+        return self._request(ask)
+
+    def _request(self, ask: dict) -> Any:
         answer = self._execute(f"{self.name}.op({encode(ask)!r})")
         if not isinstance(answer, dict) or not ({"ok", "error"} & set(answer)):
             raise LinkBroken("the kernel's answer is not one the grader asked for")
@@ -200,7 +214,8 @@ class Link:
                 grad = data.get("grad")
                 if isinstance(grad, torch.Tensor) and grad.shape == tensor.shape and grad.dtype == tensor.dtype:
                     tensor.grad = grad
-                tensor._course_remote = (self, data.get("__handle__"))  # for remote_backward
+                if isinstance(data.get("__handle__"), int):
+                    tensor._course_handle = data["__handle__"]
                 return tensor
             if "__handle__" in data:
                 return Remote(self, data["__handle__"], label or str(data.get("type", "object")).rsplit(".", 1)[-1],
@@ -215,44 +230,89 @@ class Link:
                         "used": [str(u) for u in data.get("used", [])]}
         return data
 
-    def send(self, value: Any) -> Any:
-        """A value for the kernel: proxies by handle, lent functions by name, the rest by value."""
+    def send(self, value: Any, leaves: list[torch.Tensor] | None = None) -> Any:
+        """A value for the kernel: proxies by handle, lent functions by name, the rest by value.
+        A tensor that requires grad goes as a leaf of the call (appended to ``leaves``)."""
         if isinstance(value, Remote):
             return {"__ref__": object.__getattribute__(value, "_handle")}
         if isinstance(value, torch.Tensor):
+            if leaves is not None and value.requires_grad and torch.is_grad_enabled():
+                leaves.append(value)
+                return {"__leaf__": value.detach()}
             return value.detach()
         if isinstance(value, tuple | list):
-            return {"__seq__": [self.send(v) for v in value], "tuple": isinstance(value, tuple)}
+            return {"__seq__": [self.send(v, leaves) for v in value], "tuple": isinstance(value, tuple)}
         if isinstance(value, dict):
-            return {"__dict__": {k: self.send(v) for k, v in value.items()}}
+            return {"__dict__": {k: self.send(v, leaves) for k, v in value.items()}}
         if callable(value) and not isinstance(value, type):
             name = getattr(value, "__name__", "lent")
             self.lent[name] = value
             return {"__lent__": name}
         return value
 
-    def ok(self, answer: dict, what: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def ok(self, answer: dict, what: str) -> Any:
         """The value of ``answer``, or the student's error as the checks expect it."""
         if "ok" in answer:
             return self.value(answer["ok"], what)
-        name, message = str(answer.get("error")), " ".join(str(answer.get("message", "")).split())
-        if answer.get("not_implemented"):
-            raise NotImplementedError(message)
-        if name == "AttributeError":
-            raise AttributeError(message)
-        inputs = ", ".join([describe(a) for a in args] + [f"{k}={describe(v)}" for k, v in (kwargs or {}).items()])
-        hint = "".join(h for key, h in _ERROR_HINTS.items() if key in message)
-        raise AssertionError(f"{what}({inputs}) raised {name}: {message[:300]}{hint}")
+        raise remote_error(answer)
 
 
-def remote_backward(tensor: torch.Tensor, gradient: torch.Tensor) -> bool:
-    """Run ``backward(gradient)`` on the kernel's original of ``tensor``; False if it has none."""
-    found = getattr(tensor, "_course_remote", None)
-    if found is None:
-        return False
-    link, handle = found
-    link.ok(link.request({"op": "backward", "h": handle, "grad": gradient.detach()}), "backward")
-    return True
+class _Through(torch.autograd.Function):
+    """Joins a call's outputs here to its inputs here: backward asks the kernel to run backward
+    through the call's own graph there (its parameters' gradients accumulate there) and returns the
+    gradients its copies of the inputs got."""
+
+    @staticmethod
+    def forward(ctx: Any, link: Link, call: int, count: int, _anchor: torch.Tensor, *tensors: torch.Tensor) -> Any:
+        ctx.link, ctx.call, ctx.count = link, call, count
+        outputs = tensors[count:]
+        return tuple(o.detach().clone() for o in outputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        link = ctx.link
+        answer = link.request({"op": "vjp", "call": ctx.call,
+                               "grads": [None if g is None else g.detach() for g in grads]})
+        found = link.ok(answer, "backward")
+        found = list(found) if isinstance(found, list | tuple) else []
+        found += [None] * (ctx.count - len(found))
+        leaf_grads = [g if isinstance(g, torch.Tensor) else None for g in found[:ctx.count]]
+        return (None, None, None, None, *leaf_grads, *[None] * len(grads))
+
+
+def _through(link: Link, call: int, value: Any, leaves: list[torch.Tensor]) -> Any:
+    """``value`` with its floating-point tensors made outputs of :class:`_Through`."""
+    outputs: list[torch.Tensor] = []
+
+    def collect(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            outputs.append(v)
+        return v
+
+    _map(value, collect)
+    if not outputs:
+        return value
+    anchor = torch.zeros((), requires_grad=True, device="cpu")  # so the outputs need grad even when no input does
+    joined = iter(_Through.apply(link, call, len(leaves), anchor, *leaves, *[o.detach() for o in outputs]))
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            return next(joined)
+        return v
+
+    return _map(value, swap)
+
+
+def _default_device() -> torch.device:
+    """The device tensors made without ``device=`` go to here (a ``with torch.device(...)`` block)."""
+    getter = getattr(torch, "get_default_device", None)  # torch >= 2.3
+    return getter() if getter is not None else torch.empty(0).device
+
+
+def _flat(value: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    _map(value, lambda v: found.append(v) if isinstance(v, torch.Tensor) else None)
+    return found
 
 
 def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
@@ -261,6 +321,23 @@ def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
     if isinstance(value, dict):
         return {k: _map(v, fn) for k, v in value.items()}
     return fn(value)
+
+
+def remote_error(answer: dict) -> Exception:
+    """The student's exception, raised here as it was there: the same built-in class (a visible test
+    may expect a ValueError), or a class of the same name, with the same message."""
+    name, message = str(answer.get("error") or "Exception"), str(answer.get("message", ""))
+    if answer.get("not_implemented"):
+        return NotImplementedError(message)
+    if name == "ReferenceUsed":
+        return AssertionError(message)
+    found = getattr(builtins, name, None)
+    if isinstance(found, type) and issubclass(found, Exception) and found not in (LinkBroken,):
+        with contextlib.suppress(Exception):
+            return found(message)
+    if not name.isidentifier():
+        name = "Exception"
+    return type(name, (Exception,), {"__module__": "student"})(message)
 
 
 class Remote:
@@ -277,7 +354,7 @@ class Remote:
             raise AttributeError(name)
         link, label = object.__getattribute__(self, "_link"), object.__getattribute__(self, "_label")
         answer = link.request({"op": "getattr", "h": object.__getattribute__(self, "_handle"), "attr": name})
-        return link.ok(answer, f"{label}.{name}")
+        return link.attach(link.ok(answer, f"{label}.{name}"))
 
     def __setattr__(self, name: str, value: Any) -> None:
         link = object.__getattribute__(self, "_link")
@@ -286,21 +363,33 @@ class Remote:
         link.ok(answer, f"setting {object.__getattribute__(self, '_label')}.{name}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The call, run in the kernel as if here: with this process's RNG state (which then moves on
+        as the kernel's did), and with gradients flowing back through it to the tensors passed in."""
         link, label = object.__getattribute__(self, "_link"), object.__getattribute__(self, "_label")
         watch = watching()
+        leaves: list[torch.Tensor] = []
         answer = link.request({"op": "call", "h": object.__getattribute__(self, "_handle"),
-                               "args": link.send(list(args)), "kwargs": link.send(kwargs),
-                               "watch": sorted(watch)})
-        value = link.ok(answer, label, args, kwargs)
+                               "args": link.send(list(args), leaves), "kwargs": link.send(kwargs, leaves),
+                               "watch": sorted(watch), "rng": torch.random.get_rng_state(),
+                               "device": str(_default_device())})
+        called = link.ok(answer, label)
+        if not isinstance(called, dict) or not called.get("__called__"):
+            raise LinkBroken("the kernel's answer to a call is not one")
+        if isinstance(called.get("rng"), torch.Tensor):
+            with contextlib.suppress(Exception):
+                torch.random.set_rng_state(called["rng"].detach().clone())
+        value = called.get("result")
         if isinstance(value, dict) and value.get("__watched__"):
             report_used([watch[u] for u in value["used"] if u in watch])
             value = value["result"]
+        if called.get("differentiable") and torch.is_grad_enabled():
+            value = _through(link, int(called["call"]), value, leaves)
         return value
 
     def __iter__(self) -> Iterator[Any]:
         link = object.__getattribute__(self, "_link")
         answer = link.request({"op": "list", "h": object.__getattribute__(self, "_handle")})
-        yield from link.ok(answer, object.__getattribute__(self, "_label"))
+        yield from link.attach(link.ok(answer, object.__getattribute__(self, "_label")))
 
     def __repr__(self) -> str:
         return f"<your {object.__getattribute__(self, '_label')}>"
@@ -323,12 +412,6 @@ class Remote:
         link = object.__getattribute__(self, "_link")
         return link.ok(link.request({"op": "isinstance", "h": object.__getattribute__(self, "_handle"),
                                      "cls": f"{cls.__module__}.{cls.__qualname__}"}), "isinstance") is True
-
-    def _course_copy(self, params: dict[str, torch.Tensor]) -> None:
-        """Copy ``params`` (dotted attribute paths) into the remote module, without gradients."""
-        link = object.__getattribute__(self, "_link")
-        link.ok(link.request({"op": "copy", "h": object.__getattribute__(self, "_handle"),
-                              "params": {k: v.detach() for k, v in params.items()}}), "copying parameters")
 
 
 def watching() -> dict[str, str]:
@@ -416,6 +499,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
     except Exception as exc:  # noqa: BLE001 (the verdict)
         return type(exc).__name__, " ".join(str(exc).split()), printed.getvalue()
     finally:
+        link.attached.clear()  # the objects they stand for are released now
         with contextlib.suppress(Exception):
             link.request({"op": "unlend"})
             link.request({"op": "release"})

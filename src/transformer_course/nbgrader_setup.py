@@ -327,7 +327,12 @@ class KeepGradesOnCrash(Execute):
         source = cell.metadata["course_guard_source"]
         try:
             if self._link is None:
-                self._link = Link(self.km.blocking_client(), timeout=self.timeout or 60,
+                # The reference the kernel can still see (earlier notebooks' checks need it) must not run
+                # for the student: its folders, from the kernel's PYTHONPATH (workarea.reference_on_path).
+                folders = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                           if p and (Path(p) / "course_reference").is_dir()]
+                watched = tuple({f.rstrip(os.sep) + os.sep for p in folders for f in (p, str(Path(p).resolve()))})
+                self._link = Link(self.km.blocking_client(), timeout=self.timeout or 60, watched=watched,
                                   interrupt=run_sync(self.km.interrupt_kernel), alive=run_sync(self.km.is_alive))
                 self._link.install()
             ename, evalue, printed = run_test(self._link, source, _grade_id(cell) or "", Path(self.reference))

@@ -18,7 +18,9 @@ code simply seems to return something else. The verdict is the grader's, from th
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+import sys
 import traceback
 from typing import Any
 
@@ -44,15 +46,21 @@ PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.d
 class Recorder:
     """Handles to the student's objects, and the operations the grader may ask for."""
 
-    def __init__(self, ns: dict) -> None:
+    def __init__(self, ns: dict, watched: tuple[str, ...] = ()) -> None:
+        """``watched``: folders whose code must not run for the student (a notebook's hidden reference,
+        while the kernel can still see it): a call that runs any of it is reported."""
         from IPython import get_ipython
 
+        self.watched = tuple(watched)
         # Answers go over the kernel's stdin channel, through the kernel object itself: a notebook
         # that silences its displays or replaces input() does not silence the recorder by accident.
         self.raw_input = get_ipython().kernel.raw_input
         self.ns = ns
         self.handles: dict[int, Any] = {}
+        self.count = 0
         self.lent: dict[str, Any] = {}
+        self.leaves: list[torch.Tensor] = []  # the current call's inputs that need gradients
+        self.calls: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self.missing = object()
 
     # Values out: by value where plain, else by handle.
@@ -73,15 +81,19 @@ class Recorder:
                 "module": isinstance(value, torch.nn.Module), "callable": callable(value)}
 
     def keep(self, value: Any) -> int:
-        number = len(self.handles) + 1
-        self.handles[number] = value
-        return number
+        self.count += 1  # never reused: a released handle must not name a later object
+        self.handles[self.count] = value
+        return self.count
 
     # Values in: handles become the objects again.
     def into(self, value: Any) -> Any:
         if isinstance(value, dict):
             if "__ref__" in value:
                 return self.handles[value["__ref__"]]
+            if "__leaf__" in value:  # a tensor the grader wants gradients for: a leaf of this call
+                leaf = value["__leaf__"].detach().clone().requires_grad_()
+                self.leaves.append(leaf)
+                return leaf
             if "__lent__" in value:
                 return self.stub(value["__lent__"])
             if "__seq__" in value:
@@ -118,22 +130,38 @@ class Recorder:
             setattr(target, ask["attr"], self.into(ask["value"]))
             return None
         if kind == "call":
-            return self.call(target, self.into(ask.get("args", [])), self.into(ask.get("kwargs", {})),
-                             ask.get("watch") or [], ask.get("seed"))
+            self.leaves = []
+            args, kwargs = self.into(ask.get("args", [])), self.into(ask.get("kwargs", {}))
+            leaves = self.leaves
+            if isinstance(ask.get("rng"), torch.Tensor):
+                torch.random.set_rng_state(ask["rng"])
+            device = torch.device(ask.get("device") or "cpu")
+            with torch.device(device) if device.type != "cpu" else _nothing():
+                result = self.call(target, args, kwargs, ask.get("watch") or [])
+            outputs = [t for t in _tensors(result) if t.requires_grad]
+            self.count += 1
+            self.calls[self.count] = (leaves, outputs)
+            return {"__called__": True, "result": result, "call": self.count, "differentiable": bool(outputs),
+                    "rng": torch.random.get_rng_state()}
+        if kind == "vjp":  # the grader's backward through a call's outputs: .backward() here, as it would be
+            leaves, outputs = self.calls[ask["call"]]
+            grads = [g for g in ask["grads"]]
+            pairs = [(o, g) for o, g in zip(outputs, grads, strict=False) if g is not None]
+            if pairs:
+                torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], retain_graph=True)
+            found = []
+            for leaf in leaves:
+                found.append(None if leaf.grad is None else leaf.grad.detach().clone())
+                leaf.grad = None
+            return found
         if kind == "list":
             return list(target)
         if kind == "isinstance":
             return isinstance(target, _resolve(ask["cls"]))
-        if kind == "backward":
-            target.backward(self.into(ask["grad"]))
-            return None
-        if kind == "copy":
+        if kind == "assign":  # tensors the grader changed in place, written back
             with torch.no_grad():
-                for path, tensor in ask["params"].items():
-                    owner = target
-                    for part in path.split("."):
-                        owner = getattr(owner, part)
-                    owner.copy_(tensor)
+                for handle, value in ask["values"].items():
+                    self.handles[handle].copy_(value)
             return None
         if kind == "lend":
             for name in ask["names"]:
@@ -150,14 +178,32 @@ class Recorder:
             return None
         if kind == "release":
             self.handles.clear()
+            self.calls.clear()
             return None
         raise ValueError(f"unknown request {kind!r}")
 
-    def call(self, fn: Any, args: list, kwargs: dict, watch: list[str], seed: int | None) -> Any:
+    def call(self, fn: Any, args: list, kwargs: dict, watch: list[str]) -> Any:
         """``fn(*args, **kwargs)``; ``watch`` names built-ins (``"torch.softmax"``) whose use is
         reported back as ``{"result": ..., "used": [...]}``."""
-        if seed is not None:
-            torch.manual_seed(seed)
+        if not self.watched:
+            return self.watched_call(fn, args, kwargs, watch)
+        seen: list[str] = []
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and not seen and frame.f_code.co_filename.startswith(self.watched):
+                seen.append(frame.f_code.co_qualname)
+
+        previous = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            result = self.watched_call(fn, args, kwargs, watch)
+        finally:
+            sys.setprofile(previous)
+        if seen:
+            raise ReferenceUsed(f"it ran the hidden reference implementation ({seen[0]}) instead of your own code")
+        return result
+
+    def watched_call(self, fn: Any, args: list, kwargs: dict, watch: list[str]) -> Any:
         if not watch:
             return fn(*args, **kwargs)
         used: list[str] = []
@@ -212,6 +258,26 @@ class Recorder:
         if "error" in reply:
             raise RuntimeError(reply["error"])
         return reply
+
+
+@contextlib.contextmanager
+def _nothing() -> Any:
+    yield
+
+
+class ReferenceUsed(Exception):
+    """The student's code ran the hidden reference (see ``Recorder.watched``)."""
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value`` (nested tuples, lists and dicts), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, tuple | list):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
 
 
 def _split(value: Any) -> tuple[Any, list[torch.Tensor]]:

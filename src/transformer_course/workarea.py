@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -49,14 +50,23 @@ def judged(reference: Path, notebook: str) -> bool:
 
 
 def kernel_copy_ignore(reference: Path) -> Callable[[str, list[str]], set[str]]:
-    """What the kernels' copy of the reference leaves out, besides :data:`IGNORED`: the reference
-    and the checks of every judged notebook (their tests run in the grader, against its own copy)."""
-    left_out = set()
-    for checks in (Path(reference) / "course_reference" / "checks").glob("nb[0-9][0-9].py"):
-        number = checks.stem[2:]
-        if judged(reference, f"{number}_"):
-            left_out.add(checks.name)
-            left_out.update(p.name for p in (Path(reference) / "course_reference").glob(f"nb{number}_*.py"))
+    """What the kernels' copy of the reference leaves out, besides :data:`IGNORED`: the checks of
+    every judged notebook (its tests run in the grader, against its own copy) and its reference
+    module, unless the checks or reference of a notebook still checked in the kernel import it."""
+    package = Path(reference) / "course_reference"
+    judged_numbers = {p.stem[2:] for p in (package / "checks").glob("nb[0-9][0-9].py")
+                      if judged(reference, f"{p.stem[2:]}_")}
+    modules = {p.stem: p for p in package.glob("nb[0-9][0-9]_*.py")}
+    kept = [p for p in (package / "checks").glob("nb[0-9][0-9].py") if p.stem[2:] not in judged_numbers]
+    kept += [p for p in modules.values() if p.stem[2:4] not in judged_numbers]
+    needed: set[str] = set()
+    while kept:  # the reference modules that kept files import, and what those import
+        for name in re.findall(r"\bnb\d\d_\w+", kept.pop().read_text()):
+            if name in modules and name not in needed:
+                needed.add(name)
+                kept.append(modules[name])
+    left_out = {f"nb{n}.py" for n in judged_numbers}
+    left_out |= {f"{stem}.py" for stem in modules if stem[2:4] in judged_numbers and stem not in needed}
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         return set(IGNORED(folder, names)) | (left_out & set(names))

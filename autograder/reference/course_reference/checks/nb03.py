@@ -21,6 +21,9 @@ from . import (
     upstream_from,
 )
 
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.judge).
+JUDGED = True
+
 SECTION_SPLIT = "see section 1, 'Splitting into heads'"
 SECTION_COMBINE = "see section 2, 'Putting the heads back together'"
 SECTION_MHA = "see section 3, 'The module'"

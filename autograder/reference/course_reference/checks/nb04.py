@@ -10,6 +10,9 @@ import torch
 from .. import nb04_masking as ref
 from . import generator, randn, record, reference_for, student_name, tolerance, upstream_from
 
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.judge).
+JUDGED = True
+
 SECTION_PADDING = "see section 1, 'Padding masks'"
 SECTION_CAUSAL = "see section 2, 'Causal masks'"
 SECTION_DECODER = "see section 3, 'The decoder mask'"

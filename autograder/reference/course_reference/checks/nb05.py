@@ -22,6 +22,9 @@ from . import (
     upstream_from,
 )
 
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.judge).
+JUDGED = True
+
 SECTION_PE = "see section 1, 'The sinusoidal table'"
 SECTION_MODULE = "see section 2, 'A module with a buffer'"
 SECTION_EMBED = "see section 3, 'Token embeddings'"
