@@ -1,0 +1,167 @@
+"""The judge (test cells run in the grader, the student's code in the kernel): calls behave as if
+they ran here (values, exceptions, gradients, RNG, in-place changes), and the kernel cannot reach
+a verdict. A plain kernel, no nbgrader: the grading path is in test_tamper and test_fairness."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from transformer_course.judge import Link, run_test
+from transformer_course.nbgrader_setup import trusted_tests
+from transformer_course.workarea import judged, kernel_copy_ignore
+
+SOFTMAX = "def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n    return e / e.sum(dim, keepdim=True)\n"
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km, kc = start_new_kernel(kernel_name="python3")
+    link = Link(km.blocking_client(), timeout=60, interrupt=km.interrupt_kernel)
+    link.install()
+    yield km, kc, link
+    link.close()
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def define(kc, code: str) -> None:
+    reply = kc.execute_interactive(textwrap.dedent(code), timeout=60, output_hook=lambda msg: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+
+
+def judge(link: Link, code: str, repo=None) -> tuple[str, str, str]:
+    return run_test(link, textwrap.dedent(code), "test_x", repo.reference if repo else None)
+
+
+def test_the_hidden_softmax_check_passes_a_correct_answer_and_names_a_wrong_one(kernel, repo):
+    _, kc, link = kernel
+    source = trusted_tests(repo.source / "01_self_attention" / "01_self_attention.ipynb")["test_softmax_hidden"]
+    define(kc, "import torch\n" + SOFTMAX)
+    assert run_test(link, source, "test_softmax_hidden", repo.reference)[:2] == ("", "")
+    define(kc, "def softmax(x, dim=-1):\n    return x.exp()\n")
+    ename, evalue, _ = run_test(link, source, "test_softmax_hidden", repo.reference)
+    assert ename == "AssertionError" and "without dividing by the sum" in evalue
+
+
+def test_a_kernel_that_patches_comparisons_changes_no_verdict(kernel, repo):
+    _, kc, link = kernel
+    source = trusted_tests(repo.source / "01_self_attention" / "01_self_attention.ipynb")["test_softmax_hidden"]
+    define(kc, """
+        import sys, torch
+        torch.allclose = torch.equal = lambda *a, **k: True
+        sys.settrace(lambda *a: None)
+        def softmax(x, dim=-1):
+            return x.exp()
+    """)
+    assert run_test(link, source, "test_softmax_hidden", repo.reference)[0] == "AssertionError"
+
+
+def test_exceptions_keep_their_class_and_message(kernel):
+    _, kc, link = kernel
+    define(kc, """
+        class Shout(Exception):
+            pass
+        def odd(n):
+            if n % 2 == 0:
+                raise ValueError(f"{n} is even")
+            raise Shout("loud")
+        def todo():
+            raise NotImplementedError("not written yet")
+    """)
+    assert judge(link, """
+        try:
+            odd(2)
+        except ValueError as exc:
+            assert str(exc) == "2 is even"
+    """)[0] == ""
+    assert judge(link, "odd(3)")[:2] == ("Shout", "loud")
+    assert judge(link, "todo()")[0] == "NotImplementedError"
+    assert judge(link, "missing_name")[0] == "NameError"
+
+
+def test_gradients_flow_back_through_a_call(kernel):
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        layer = torch.nn.Linear(3, 2)
+        def f(x, w):
+            return (x @ w).tanh()
+    """)
+    assert judge(link, """
+        x = torch.randn(4, 3, requires_grad=True)
+        w = torch.randn(3, 2, requires_grad=True)
+        f(x, w).square().sum().backward()
+        x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        (x2 @ w2).tanh().square().sum().backward()
+        assert torch.allclose(x.grad, x2.grad) and torch.allclose(w.grad, w2.grad)
+        # A module's parameters get their gradients in the kernel, read back as attributes.
+        out = layer(torch.ones(1, 3))
+        out.sum().backward()
+        assert torch.equal(layer.weight.grad, torch.ones(2, 3))
+        # torch.autograd.grad through a call: only the inputs asked for.
+        y = torch.randn(2, 3, requires_grad=True)
+        (g,) = torch.autograd.grad(f(y, w.detach())[0].sum(), y)
+        assert g[1].abs().sum() == 0 and g[0].abs().sum() > 0
+    """)[:2] == ("", "")
+
+
+def test_rng_and_default_device_are_those_of_the_grader(kernel):
+    _, kc, link = kernel
+    define(kc, "import torch\ndef noise(n):\n    return torch.rand(n)\ndef fresh():\n    return torch.ones(2)\n")
+    assert judge(link, """
+        torch.manual_seed(5)
+        first = noise(3)
+        after = torch.rand(1)  # the grader's RNG moved on as the kernel's did
+        torch.manual_seed(5)
+        assert torch.equal(first, torch.rand(3)) and torch.equal(after, torch.rand(1))
+        with torch.device("meta"):
+            assert fresh().device.type == "meta"
+    """)[:2] == ("", "")
+
+
+def test_in_place_changes_reach_the_kernel(kernel):
+    _, kc, link = kernel
+    define(kc, "import torch\nlayer = torch.nn.Linear(2, 2, bias=False)\n")
+    assert judge(link, """
+        torch.nn.init.eye_(layer.weight)
+        assert isinstance(layer, nn.Linear)
+        x = torch.tensor([[1.0, 2.0]])
+        assert torch.equal(layer(x), x)
+        with torch.no_grad():
+            for p in layer.parameters():
+                p.mul_(2)
+        assert torch.equal(layer(x), 2 * x)
+    """)[:2] == ("", "")
+
+
+def test_a_lent_function_runs_here_with_its_gradient(kernel):
+    _, kc, link = kernel
+    define(kc, "import torch\ndef twice(x):\n    return helper(x) * 2\ndef helper(x):\n    return x - 100\n")
+    assert judge(link, """
+        from transformer_course.judge import Namespace
+        ns = globals()
+        with ns.lend({"helper": lambda x: x.square()}):
+            x = torch.tensor([1.0, 3.0], requires_grad=True)
+            out = twice(x)
+            out.sum().backward()
+        assert torch.equal(out, torch.tensor([2.0, 18.0])) and torch.equal(x.grad, torch.tensor([4.0, 12.0]))
+        assert torch.equal(twice(torch.tensor([100.0])), torch.tensor([0.0]))  # its own helper again
+    """)[:2] == ("", "")
+
+
+def test_the_kernels_copy_of_the_reference_leaves_out_judged_notebooks(repo, tmp_path):
+    ignore = kernel_copy_ignore(repo.reference)
+    package = repo.reference / "course_reference"
+    left_out = ignore(str(package), [p.name for p in package.iterdir()])
+    left_out |= ignore(str(package / "checks"), [p.name for p in (package / "checks").iterdir()])
+    judged_numbers = [n for n in ("01", "02", "03", "04", "05", "06", "07") if judged(repo.reference, f"{n}_")]
+    assert "01" in judged_numbers
+    assert {f"nb{n}.py" for n in judged_numbers} <= left_out  # the checks of every judged notebook
+    assert "nb01_self_attention.py" in left_out and "guard.py" not in left_out
+    kept = [p for p in package.glob("nb[0-9][0-9]_*.py") if p.name not in left_out]
+    for name in left_out - {f"nb{n}.py" for n in judged_numbers}:  # no kept module imports a left-out one
+        assert all(Path(name).stem not in p.read_text() for p in kept), name
