@@ -14,7 +14,8 @@ from transformer_course.judge import Link, run_test
 from transformer_course.nbgrader_setup import trusted_tests
 from transformer_course.workarea import judged, kernel_copy_ignore
 
-SOFTMAX = "def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n    return e / e.sum(dim, keepdim=True)\n"
+SOFTMAX = ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
+           "    return e / e.sum(dim, keepdim=True)\n")
 
 
 @pytest.fixture(scope="module")
