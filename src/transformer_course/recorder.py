@@ -28,6 +28,7 @@ import torch
 
 PROMPT = "course-judge:"  # a stdin prompt that carries a call back to the grader
 ANSWER = "course-judge-answer:"  # a stdin prompt that carries the answer to a request
+MAX_ANSWER_CHARS = 200_000_000  # base64 characters of one answer (tests use small inputs)
 
 
 def encode(value: Any) -> str:
@@ -112,7 +113,11 @@ class Recorder:
             answer = {"error": type(exc).__name__, "message": str(exc)[:2000],
                       "not_implemented": isinstance(exc, NotImplementedError),
                       "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
-        self.raw_input(ANSWER + encode(answer))
+        text = encode(answer)
+        if len(text) > MAX_ANSWER_CHARS:
+            text = encode({"error": "MemoryError", "message": f"the result is too large to grade "
+                           f"({len(text) / 1e6:.0f} MB encoded; at most {MAX_ANSWER_CHARS / 1e6:.0f} MB)"})
+        self.raw_input(ANSWER + text)
         return ""
 
     def run(self, ask: dict) -> Any:
