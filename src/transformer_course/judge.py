@@ -53,6 +53,7 @@ class Link:
                  alive: Callable[[], bool] | None = None, watched: tuple[str, ...] = ()):
         self.client, self.timeout, self.interrupt, self.alive = client, timeout, interrupt, alive
         self.watched = watched
+        self._poller = None
         self.client.start_channels()
         self._checked = time.monotonic()
         self.name = "_course_judge_" + secrets.token_hex(6)
@@ -127,7 +128,8 @@ class Link:
                         kc.input(self._answer_callback(prompt))
                 continue
             try:
-                msg = kc.get_iopub_msg(timeout=0.005)
+                self._wait()
+                msg = kc.get_iopub_msg(timeout=0)
             except queue.Empty:
                 if time.monotonic() - self._checked > 0.5:
                     self._checked = time.monotonic()
@@ -150,6 +152,16 @@ class Link:
         if want_answer and answer is None:
             raise LinkBroken("the kernel sent no answer (was the grader's recorder changed?)")
         return answer
+
+    def _wait(self) -> bool:
+        """Sleep until the kernel sends something on stdin or iopub (at most 50 ms)."""
+        if self._poller is None:
+            import zmq
+
+            self._poller = zmq.Poller()
+            for channel in (self.client.stdin_channel, self.client.iopub_channel):
+                self._poller.register(channel.socket, zmq.POLLIN)
+        return bool(self._poller.poll(50))
 
     @staticmethod
     def _read_answer(text: str) -> Any:
