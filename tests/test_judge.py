@@ -166,3 +166,58 @@ def test_the_kernels_copy_of_the_reference_leaves_out_judged_notebooks(repo, tmp
     kept = [p for p in package.glob("nb[0-9][0-9]_*.py") if p.name not in left_out]
     for name in left_out - {f"nb{n}.py" for n in judged_numbers}:  # no kept module imports a left-out one
         assert all(Path(name).stem not in p.read_text() for p in kept), name
+
+
+def test_a_lent_module_class_keeps_its_parameters_in_the_kernel_and_its_forward_here(kernel):
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        from torch import nn
+        class Block(nn.Module):  # the student's: builds on a module class of an earlier exercise
+            def __init__(self, d):
+                super().__init__()
+                self.inner = Inner(d)
+                self.out = nn.Linear(d, 1)
+            def forward(self, x):
+                return self.out(self.inner(x))
+        class Inner(nn.Module):  # the student's own (wrong) version
+            def __init__(self, d):
+                super().__init__()
+                self.lin = nn.Linear(d, d)
+            def forward(self, x):
+                return self.lin(x) * 0
+    """)
+    assert judge(link, """
+        class Inner(nn.Module):  # the reference lent for the test
+            def __init__(self, d):
+                super().__init__()
+                self.lin = nn.Linear(d, d)
+                self.drop = nn.Dropout(0.5)
+            def forward(self, x):
+                return self.drop(self.lin(x).relu())
+        ns = globals()
+        with ns.lend({"Inner": Inner}):
+            torch.manual_seed(0)
+            mine = Block(3)
+            torch.manual_seed(0)
+            here = nn.Module()
+            here.inner, here.out = Inner(3), nn.Linear(3, 1)
+        names = [n for n, _ in mine.named_parameters()]
+        assert names == ["inner.lin.weight", "inner.lin.bias", "out.weight", "out.bias"], names
+        assert all(torch.equal(a, b) for a, b in zip(mine.parameters(), here.parameters()))
+        x = torch.randn(4, 3, requires_grad=True)
+        with ns.lend({"Inner": Inner}):
+            mine.eval()
+            out = mine(x)
+        assert torch.allclose(out, here.out(here.inner.eval()(x)))
+        out.sum().backward()
+        x2 = x.detach().clone().requires_grad_()
+        here.out(here.inner(x2)).sum().backward()
+        assert torch.allclose(x.grad, x2.grad)
+        assert torch.allclose(mine.inner.lin.weight.grad, here.inner.lin.weight.grad)
+        mine.train()
+        torch.manual_seed(3)
+        a = mine(x)
+        torch.manual_seed(3)
+        assert torch.equal(a, mine(x)) and not torch.equal(a, mine(x))  # dropout, with the grader's RNG
+    """)[:2] == ("", "")

@@ -59,6 +59,7 @@ class Link:
         self.name = "_course_judge_" + secrets.token_hex(6)
         self.lent: dict[str, Callable[..., Any]] = {}
         self.calls: dict[int, tuple[list[torch.Tensor], Any]] = {}
+        self.modules: list[torch.nn.Module] = []  # instances of lent module classes
         self.output: list[str] = []  # what the student's code printed during requests
         self.attached: list[list] = []  # [tensor, handle, version] of tensors read from the kernel
 
@@ -178,6 +179,10 @@ class Link:
             ask = decode(prompt[len(PROMPT):])
             if "callback" in ask:
                 return encode(self._forward(ask))
+            if "construct" in ask:
+                return encode(self._construct(ask))
+            if "module_forward" in ask:
+                return encode(self._module_forward(ask))
             return encode(self._vjp(ask))
         except Exception as exc:  # noqa: BLE001 (the kernel's side raises it in the student's code)
             return encode({"error": f"{type(exc).__name__}: {exc}"})
@@ -201,6 +206,40 @@ class Link:
         number = len(self.calls) + 1
         self.calls[number] = (inputs, outputs)
         return {"call": number, "tuple": isinstance(result, tuple),
+                "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
+
+    def _construct(self, ask: dict) -> dict:
+        """A lent module class instantiated here, with the kernel's RNG (its initial values are
+        those an instance made there would get); its parameters and buffers go to the kernel."""
+        cls = self.lent[ask["construct"]]
+        torch.random.set_rng_state(ask["rng"])
+        module = cls(*self.value(ask["args"]), **self.value(ask["kwargs"]))
+        self.modules.append(module)
+        return {"module": len(self.modules) - 1, "rng": torch.random.get_rng_state(),
+                "params": [[n, p.detach()] for n, p in module.named_parameters()],
+                "buffers": [[n, b.detach()] for n, b in module.named_buffers()]}
+
+    def _module_forward(self, ask: dict) -> dict:
+        """A lent module's forward pass here, on the parameters and buffers its stand-in holds there."""
+        module = self.modules[ask["module_forward"]]
+        module.train(bool(ask["training"]))
+        inputs: list[torch.Tensor] = []
+
+        def leaf(v: Any) -> Any:
+            if isinstance(v, torch.Tensor):
+                v = v.detach().requires_grad_(v.is_floating_point())
+                inputs.append(v)
+            return v
+
+        args, kwargs = _map(self.value(ask["args"]), leaf), _map(self.value(ask["kwargs"]), leaf)
+        params = {n: leaf(t) for n, t in ask["params"]}
+        torch.random.set_rng_state(ask["rng"])
+        with torch.enable_grad():
+            result = torch.func.functional_call(module, {**params, **ask["buffers"]}, tuple(args), kwargs)
+        outputs = list(result) if isinstance(result, tuple) else [result]
+        number = len(self.calls) + 1
+        self.calls[number] = (inputs, outputs)
+        return {"call": number, "tuple": isinstance(result, tuple), "rng": torch.random.get_rng_state(),
                 "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
 
     def _vjp(self, ask: dict) -> dict:
@@ -472,7 +511,8 @@ class Namespace(dict):
         """The student's code calls ``replacements`` (run here) instead of its own, for the block."""
         self.link.lent.update(replacements)
         saved = {name: dict.get(self, name) for name in replacements}
-        self.link.ok(self.link.request({"op": "lend", "names": sorted(replacements)}), "lend")
+        classes = sorted(n for n, v in replacements.items() if isinstance(v, type))
+        self.link.ok(self.link.request({"op": "lend", "names": sorted(replacements), "classes": classes}), "lend")
         dict.update(self, replacements)
         try:
             yield

@@ -169,9 +169,10 @@ class Recorder:
                     self.handles[handle].copy_(value)
             return None
         if kind == "lend":
+            classes = set(ask.get("classes") or [])
             for name in ask["names"]:
                 self.lent.setdefault(name, self.ns.get(name, self.missing))
-                self.ns[name] = self.stub(name)
+                self.ns[name] = self.stub_class(name) if name in classes else self.stub(name)
             return None
         if kind == "unlend":
             for name, value in self.lent.items():
@@ -258,6 +259,54 @@ class Recorder:
         lent.__name__ = lent.__qualname__ = name
         return lent
 
+    def stub_class(self, name: str) -> Any:
+        """A stand-in for the module class ``name``: an instance has the reference module's parameters
+        and buffers, here (so they train, move and load as the student's own), and its forward pass
+        is the grader's, on them, with gradients for both."""
+        recorder = self
+
+        class Forward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, info: tuple, *tensors: torch.Tensor) -> Any:
+                module, spec, count, names, buffers, training = info
+                args, kwargs = _fill(spec, tensors[:count])
+                reply = recorder.ask({"module_forward": module, "args": recorder.out(args),
+                                      "kwargs": recorder.out(kwargs), "training": training,
+                                      "params": [[n, t.detach()] for n, t in zip(names, tensors[count:], strict=True)],
+                                      "buffers": buffers, "rng": torch.random.get_rng_state()})
+                torch.random.set_rng_state(reply["rng"])
+                ctx.call = reply["call"]
+                outputs = tuple(recorder.into(v) for v in reply["outputs"])
+                return outputs if reply["tuple"] else outputs[0]
+
+            @staticmethod
+            def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+                reply = recorder.ask({"vjp": ctx.call, "grads": [None if g is None else g.detach() for g in grads]})
+                return (None, *[recorder.into(g) for g in reply["grads"]])
+
+        class LentModule(torch.nn.Module):
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                spec, tensors = _split((args, kwargs))
+                named = list(self.named_parameters())
+                buffers = {n: b.detach() for n, b in self.named_buffers()}
+                info = (self._course_module, spec, len(tensors), [n for n, _ in named], buffers, self.training)
+                return Forward.apply(info, *tensors, *[p for _, p in named])
+
+        def construct(*args: Any, **kwargs: Any) -> Any:
+            reply = recorder.ask({"construct": name, "args": recorder.out(args), "kwargs": recorder.out(kwargs),
+                                  "rng": torch.random.get_rng_state()})
+            torch.random.set_rng_state(reply["rng"])
+            module = LentModule()
+            module._course_module = reply["module"]
+            for dotted, value in reply["params"]:
+                _place(module, dotted, torch.nn.Parameter(value.clone()))
+            for dotted, value in reply["buffers"]:
+                _place(module, dotted, value.clone(), buffer=True)
+            return module
+
+        construct.__name__ = construct.__qualname__ = name
+        return construct
+
     def ask(self, question: dict) -> dict:
         reply = decode(self.raw_input(PROMPT + encode(question)))
         if "error" in reply:
@@ -272,6 +321,19 @@ def _nothing() -> Any:
 
 class ReferenceUsed(Exception):
     """The student's code ran the hidden reference (see ``Recorder.watched``)."""
+
+
+def _place(module: torch.nn.Module, dotted: str, value: torch.Tensor, buffer: bool = False) -> None:
+    """Put ``value`` at ``dotted`` (``"w_1.weight"``) in ``module``, making the submodules on the way."""
+    *path, last = dotted.split(".")
+    for part in path:
+        if not isinstance(getattr(module, part, None), torch.nn.Module):
+            module.add_module(part, torch.nn.Module())
+        module = getattr(module, part)
+    if buffer:
+        module.register_buffer(last, value)
+    else:
+        module.register_parameter(last, value)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
