@@ -221,3 +221,13 @@ def test_a_lent_module_class_keeps_its_parameters_in_the_kernel_and_its_forward_
         torch.manual_seed(3)
         assert torch.equal(a, mine(x)) and not torch.equal(a, mine(x))  # dropout, with the grader's RNG
     """)[:2] == ("", "")
+
+
+def test_the_same_object_of_the_kernel_is_the_same_proxy(kernel):
+    _, kc, link = kernel
+    define(kc, "import torch\nlayer = torch.nn.Linear(2, 2)\n"
+               "stack = torch.nn.ModuleList([layer, layer, torch.nn.Linear(2, 2)])\n")
+    assert judge(link, """
+        assert len(stack) == 3 and stack[0] is stack[1] and stack[0] is not stack[2]
+        assert len({id(m) for m in stack}) == 2
+    """)[:2] == ("", "")

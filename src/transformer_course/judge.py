@@ -60,6 +60,7 @@ class Link:
         self.lent: dict[str, Callable[..., Any]] = {}
         self.calls: dict[int, tuple[list[torch.Tensor], Any]] = {}
         self.modules: list[torch.nn.Module] = []  # instances of lent module classes
+        self.proxies: dict[int, Remote] = {}
         self.output: list[str] = []  # what the student's code printed during requests
         self.attached: list[list] = []  # [tensor, handle, version] of tensors read from the kernel
 
@@ -268,9 +269,12 @@ class Link:
                 if isinstance(data.get("__handle__"), int):
                     tensor._course_handle = data["__handle__"]
                 return tensor
-            if "__handle__" in data:
-                return Remote(self, data["__handle__"], label or str(data.get("type", "object")).rsplit(".", 1)[-1],
-                              str(data.get("type", "")))
+            if "__handle__" in data:  # one proxy per object of the kernel: `a is b` holds as it does there
+                handle = data["__handle__"]
+                if handle not in self.proxies:
+                    self.proxies[handle] = Remote(self, handle, label or str(data.get("type", "object")).rsplit(
+                        ".", 1)[-1], str(data.get("type", "")))
+                return self.proxies[handle]
             if "__seq__" in data:
                 items = [self.value(v, label) for v in data["__seq__"]]
                 return tuple(items) if data.get("tuple") else items
@@ -437,6 +441,18 @@ class Remote:
             value = _through(link, int(called["call"]), value, leaves)
         return value
 
+    def __len__(self) -> int:
+        link = object.__getattribute__(self, "_link")
+        found = link.ok(link.request({"op": "len", "h": object.__getattribute__(self, "_handle")}), "len")
+        if not isinstance(found, int):
+            raise LinkBroken("len() is not a number")
+        return found
+
+    def __getitem__(self, key: Any) -> Any:
+        link = object.__getattribute__(self, "_link")
+        answer = link.request({"op": "getitem", "h": object.__getattribute__(self, "_handle"), "key": link.send(key)})
+        return link.attach(link.ok(answer, f"{object.__getattribute__(self, '_label')}[{key!r}]"))
+
     def __iter__(self) -> Iterator[Any]:
         link = object.__getattribute__(self, "_link")
         answer = link.request({"op": "list", "h": object.__getattribute__(self, "_handle")})
@@ -552,6 +568,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
         return type(exc).__name__, " ".join(str(exc).split()), printed.getvalue()
     finally:
         link.attached.clear()  # the objects they stand for are released now
+        link.proxies.clear()
         with contextlib.suppress(Exception):
             link.request({"op": "unlend"})
             link.request({"op": "release"})

@@ -58,6 +58,7 @@ class Recorder:
         self.raw_input = get_ipython().kernel.raw_input
         self.ns = ns
         self.handles: dict[int, Any] = {}
+        self.ids: dict[int, int] = {}  # id(object) -> its handle, while held
         self.count = 0
         self.lent: dict[str, Any] = {}
         self.leaves: list[torch.Tensor] = []  # the current call's inputs that need gradients
@@ -82,8 +83,13 @@ class Recorder:
                 "module": isinstance(value, torch.nn.Module), "callable": callable(value)}
 
     def keep(self, value: Any) -> int:
-        self.count += 1  # never reused: a released handle must not name a later object
+        """The handle of ``value``: the same for the same object while it is held (so ``is`` holds
+        across the two processes), never reused for another after a release."""
+        if id(value) in self.ids:
+            return self.ids[id(value)]
+        self.count += 1
         self.handles[self.count] = value
+        self.ids[id(value)] = self.count
         return self.count
 
     # Values in: handles become the objects again.
@@ -161,6 +167,10 @@ class Recorder:
             return found
         if kind == "list":
             return list(target)
+        if kind == "len":
+            return len(target)
+        if kind == "getitem":
+            return target[self.into(ask["key"])]
         if kind == "isinstance":
             return isinstance(target, _resolve(ask["cls"]))
         if kind == "assign":  # tensors the grader changed in place, written back
@@ -184,6 +194,7 @@ class Recorder:
             return None
         if kind == "release":
             self.handles.clear()
+            self.ids.clear()
             self.calls.clear()
             return None
         raise ValueError(f"unknown request {kind!r}")

@@ -320,6 +320,11 @@ def _remote(value: Any) -> bool:
     return hasattr(type(value), "_course_is")
 
 
+def is_instance(value: Any, cls: type) -> bool:
+    """``isinstance(value, cls)``, also for an object of the student's kernel (asked there)."""
+    return value._course_is(cls) if _remote(value) else isinstance(value, cls)
+
+
 def type_name(value: Any) -> str:
     """The name of ``value``'s class, also for an object of the student's kernel."""
     if _remote(value):
@@ -332,7 +337,7 @@ def copy_linear(student: torch.nn.Module, reference: torch.nn.Module, names: lis
     for name in names:
         mine = getattr(student, name, None)
         theirs = getattr(reference, name)
-        if not (mine._course_is(torch.nn.Linear) if _remote(mine) else isinstance(mine, torch.nn.Linear)):
+        if not is_instance(mine, torch.nn.Linear):
             raise AssertionError(
                 f"attribute `{name}` should be an nn.Linear, got {type_name(mine)}; keep "
                 "the names given in the stub's __init__."
@@ -356,8 +361,8 @@ def copy_parameters(student: torch.nn.Module, reference: torch.nn.Module, what: 
     """Copy every reference parameter into the student's module by its SPEC name
     (e.g. ``encoder.layers.0.self_attn.w_q.weight``), with a clear message for a missing
     or mis-shaped one."""
-    if not isinstance(student, torch.nn.Module):
-        raise AssertionError(f"{what} should be an nn.Module, got {type(student).__name__}.")
+    if not is_instance(student, torch.nn.Module):
+        raise AssertionError(f"{what} should be an nn.Module, got {type_name(student)}.")
     mine = dict(student.named_parameters())
     for name, theirs in reference.named_parameters():
         if name not in mine:

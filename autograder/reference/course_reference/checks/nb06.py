@@ -21,12 +21,16 @@ from . import (
     forbid,
     generator,
     guarded,
+    is_instance,
     randn,
     randomise,
     reference_for,
     student_name,
     upstream_from,
 )
+
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.judge).
+JUDGED = True
 
 SECTION_FFN = "see section 1, 'Position-wise feed-forward'"
 SECTION_LN = "see section 2, 'Layer normalisation'"
@@ -355,7 +359,7 @@ def _check_stack(ns: dict[str, Any], name: str, layer_name: str, seed: int) -> N
     for num_layers, b, t, s, d, h, d_ff in [(3, 2, 5, 6, 8, 2, 16), (1, 1, 2, 3, 4, 1, 4), (2, 2, 3, 3, 6, 3, 6)]:
         def structure(mine: torch.nn.Module, num_layers: int = num_layers) -> None:
             layers = getattr(mine, "layers", None)
-            if not isinstance(layers, torch.nn.ModuleList):
+            if not is_instance(layers, torch.nn.ModuleList):
                 raise AssertionError(f"{name}.layers should be an nn.ModuleList of {layer_name}s ({SECTION_STACK}).")
             if len(layers) != num_layers:
                 raise AssertionError(f"{name}({num_layers}, ...) has {len(layers)} layers, expected {num_layers}.")
