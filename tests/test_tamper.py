@@ -50,16 +50,6 @@ def test_memory_limit_stopped_the_allocation(tampered):
     assert "can't allocate memory" in text
 
 
-def test_the_sandbox_holds_no_reference_of_the_notebook(tampered):
-    """A notebook that reads every file its kernel can see finds neither notebook 01's reference nor its
-    checks (both stay in the grader's process: transformer_course.judge)."""
-    _, out = tampered
-    nb = nbformat.read(out / "nbgrader" / "autograded" / "t_search_reference" / A01 / f"{A01}.ipynb", as_version=4)
-    text = json.dumps([c.get("outputs", []) for c in nb.cells])
-    assert "searched: no reference" in text
-    assert "found the" not in text
-
-
 def test_output_flood_is_cut(tampered):
     _, out = tampered
     path = out / "nbgrader" / "autograded" / "t_flood" / A01 / f"{A01}.ipynb"
@@ -82,7 +72,7 @@ def test_hidden_tests_do_not_reach_the_kernel_as_cell_source(tampered):
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_peek_at_cells" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
-    assert "PEEK:" in printed and "def softmax" in printed  # the transformer ran on the student's cells
+    assert "PEEK:" in printed and "def attention_scores" in printed  # it ran on the student's later cells
     assert "check_softmax" not in printed and "BEGIN HIDDEN" not in printed and "_test_softmax" not in printed
 
 

@@ -137,38 +137,6 @@ while True:
         pass
 """
 
-SEARCH_REFERENCE = """
-import os
-def _search():  # every file this kernel can see, for the reference of notebook 01 or its checks
-    for root, dirs, files in os.walk("/"):
-        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")
-                   and d not in ("site-packages", "__pycache__")]
-        for name in files:
-            path = os.path.join(root, name)
-            if not name.endswith((".py", ".txt", ".json")) or os.path.islink(path):
-                continue
-            try:
-                with open(path, errors="ignore") as f:
-                    text = f.read(400_000)
-            except OSError:
-                continue
-            if "def self_attention(" in text and "def softmax(" in text:
-                _ns = {"__name__": "found"}
-                try:
-                    exec(compile(text, "<found>", "exec"), _ns)
-                except Exception:
-                    continue
-                if callable(_ns.get("softmax")):
-                    print("found the reference in", path)
-                    return _ns["softmax"]
-            if "def check_softmax(" in text:
-                print("found the checks in", path)
-    print("searched: no reference")
-    return None
-_found = _search()
-if _found is not None:
-    softmax = _found
-"""
 # Code that runs in the student's kernel while the grader's checks run.
 EXEC_REFERENCE = """
 import os
@@ -266,8 +234,6 @@ def cases() -> dict[str, Case]:
         "t_steal_reference": (lambda nb: (add_after(nb, "softmax", STEAL_REFERENCE),
                                           set_answer(nb, "attention_scores", WRAP_REFERENCE)),
                               dict(FULL, attention_scores=0), ""),
-        "t_search_reference": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SEARCH_REFERENCE), NO_SOFTMAX,
-                               ""),
         "t_silence_errors": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
         "t_silence_display": (lambda nb: add_after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),
         # The tests do not run in the kernel: replacing its functions changes nothing but the student's own.
