@@ -34,6 +34,8 @@ import torch
 from .recorder import ANSWER, PROMPT, decode, encode
 
 SOURCE = Path(__file__).with_name("recorder.py")
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, slice, type(Ellipsis), torch.dtype, torch.device)
+_END = object()
 
 
 class LinkBroken(Exception):
@@ -54,6 +56,11 @@ class Link:
         self.client, self.timeout, self.interrupt, self.alive = client, timeout, interrupt, alive
         self.watched = watched
         self._poller = None
+        self._serving: str | None = None  # msg_id of the running serve loop
+        self._depth = 0  # > 0 while answering a call back: requests then go as its reply
+        self.borrowed: list[Any] = []  # the grader's objects passed to the kernel, by number
+        self._borrowed_ids: dict[int, int] = {}
+        self.carried: dict[str, Any] = {}  # names earlier test cells defined
         self.client.start_channels()
         self._checked = time.monotonic()
         self.name = "_course_judge_" + secrets.token_hex(6)
@@ -72,7 +79,7 @@ class Link:
         code = (f"exec(compile({SOURCE.read_text()!r}, '<course judge>', 'exec'), _course_judge := "
                 f"{{'__name__': 'course_judge'}})\n"
                 f"{self.name} = _course_judge['Recorder'](globals(), {self.watched!r})\ndel _course_judge")
-        self._execute(code, want_answer=False)
+        self._execute(code)
 
     def attach(self, value: Any) -> Any:
         """Keep the tensors in ``value`` (a module's parameters, read here) tied to their originals:
@@ -100,19 +107,50 @@ class Link:
         return self._request(ask)
 
     def _request(self, ask: dict) -> Any:
-        answer = self._execute(f"{self.name}.op({encode(ask)!r})")
+        if self._depth:  # the kernel waits for a call back's reply: the request goes as that reply
+            self.client.input(encode({"__request__": encode(ask)}))
+            answer = self._await(self._serving, prompt=True)
+        else:
+            answer = self._serve(ask)
         if not isinstance(answer, dict) or not ({"ok", "error"} & set(answer)):
             raise LinkBroken("the kernel's answer is not one the grader asked for")
         return answer
 
-    def _execute(self, code: str, want_answer: bool = True) -> Any:
+    def _serve(self, ask: dict) -> Any:
+        if self._serving is None:  # the recorder's serve loop: a cell that runs until finish()
+            self._serving = self._send(f"{self.name}.serve()")
+            self._await(self._serving, prompt=True)
+        self.client.input(encode(ask))
+        return self._await(self._serving, prompt=True)
+
+    def finish(self) -> None:
+        """End the serve loop (the kernel is free for the notebook's next cell)."""
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            self.client.input("")
+            self._await(serving, prompt=False)
+
+    def _execute(self, code: str) -> None:
+        self._await(self._send(code), prompt=False)
+
+    def _send(self, code: str) -> str:
+        with contextlib.suppress(queue.Empty):
+            while True:  # execute replies: not needed (the status and stdin channels say it all)
+                self.client.get_shell_msg(timeout=0)
+        return self.client.execute(code, silent=True, store_history=False, allow_stdin=True, stop_on_error=False)
+
+    def _await(self, msg_id: str, prompt: bool) -> Any:
+        """Wait for the kernel running request ``msg_id``: until it asks for the next request (an
+        :data:`ANSWER` prompt, whose answer is returned) if ``prompt``, else until it is idle. Call
+        backs (:data:`PROMPT`) are answered on the way. Raises :class:`LinkBroken` when the kernel
+        dies, errs outside the student's code, or runs past the timeout (it is interrupted then)."""
         kc = self.client
-        msg_id = kc.execute(code, store_history=False, allow_stdin=True, stop_on_error=False)
         deadline = time.monotonic() + self.timeout
-        answer, idle, interrupted = None, False, False
-        while not idle:
+        interrupted = False
+        while True:
             if time.monotonic() > deadline:
                 if interrupted:
+                    self._serving = None
                     raise LinkBroken(f"did not finish within {self.timeout:g} s, and went on after an interrupt")
                 interrupted = True
                 deadline = time.monotonic() + 10
@@ -121,13 +159,15 @@ class Link:
             with contextlib.suppress(queue.Empty):
                 msg = kc.get_stdin_msg(timeout=0)
                 if msg["header"]["msg_type"] == "input_request":
-                    prompt = str(msg["content"].get("prompt", ""))
-                    if prompt.startswith(ANSWER):
+                    text = str(msg["content"].get("prompt", ""))
+                    if not text.startswith(ANSWER):
+                        kc.input(self._answer_callback(text))
+                    elif interrupted:  # the student's code was stopped; end the loop
                         kc.input("")
-                        if answer is None:
-                            answer = self._read_answer(prompt[len(ANSWER):])
+                    elif prompt:
+                        return self._read_answer(text[len(ANSWER):])
                     else:
-                        kc.input(self._answer_callback(prompt))
+                        kc.input("")
                 continue
             try:
                 self._wait()
@@ -136,24 +176,25 @@ class Link:
                 if time.monotonic() - self._checked > 0.5:
                     self._checked = time.monotonic()
                     if not (self.alive() if self.alive is not None else kc.is_alive()):
+                        self._serving = None
                         raise LinkBroken("the kernel died") from None
                 continue
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["header"]["msg_type"], msg["content"]
             if kind == "status" and content.get("execution_state") == "idle":
-                idle = True
-            elif kind == "stream" and sum(map(len, self.output)) < 20_000:
+                if msg_id == self._serving:
+                    self._serving = None
+                if interrupted:
+                    raise LinkBroken(f"did not finish within {self.timeout:g} s and was interrupted (an endless loop?)")
+                if prompt:
+                    raise LinkBroken("the kernel sent no answer (was the grader's recorder changed?)")
+                return None
+            if kind == "stream" and sum(map(len, self.output)) < 20_000:
                 self.output.append(content.get("text", ""))
-            elif kind == "error" and not want_answer:
+            elif kind == "error" and not prompt:
+                self._serving = None
                 raise LinkBroken(f"{content.get('ename')}: {content.get('evalue')}")
-        if interrupted:
-            raise LinkBroken(f"did not finish within {self.timeout:g} s and was interrupted (an endless loop?)")
-        with contextlib.suppress(Exception):
-            kc.get_shell_msg(timeout=1)
-        if want_answer and answer is None:
-            raise LinkBroken("the kernel sent no answer (was the grader's recorder changed?)")
-        return answer
 
     def _wait(self) -> bool:
         """Sleep until the kernel sends something on stdin or iopub (at most 50 ms)."""
@@ -178,18 +219,73 @@ class Link:
             if not prompt.startswith(PROMPT):
                 raise ValueError("not a call back")
             ask = decode(prompt[len(PROMPT):])
-            if "callback" in ask:
-                return encode(self._forward(ask))
-            if "construct" in ask:
-                return encode(self._construct(ask))
-            if "module_forward" in ask:
-                return encode(self._module_forward(ask))
-            return encode(self._vjp(ask))
+            self._depth += 1
+            try:
+                return encode(self._call_back(ask))
+            finally:
+                self._depth -= 1
         except Exception as exc:  # noqa: BLE001 (the kernel's side raises it in the student's code)
             return encode({"error": f"{type(exc).__name__}: {exc}"})
 
+    def _call_back(self, ask: dict) -> dict:
+        if "borrowed" in ask:
+            return self._borrowed(ask)
+        if "callback" in ask:
+            if str(ask["callback"]).startswith("#"):
+                return self._synced(lambda: self._forward(ask))
+            return self._forward(ask)
+            if "construct" in ask:
+                return encode(self._construct(ask))
+        if "construct" in ask:
+            return self._construct(ask)
+        if "module_forward" in ask:
+            return self._module_forward(ask)
+        return self._synced(lambda: self._vjp(ask))
+
+    def _borrowed(self, ask: dict) -> dict:
+        """An attribute, item, length or the items of one of the grader's objects, for the kernel."""
+        target = self.borrowed[ask["borrowed"]]
+        if "getattr" in ask:
+            value = getattr(target, ask["getattr"])
+        elif "setattr" in ask:
+            value = setattr(target, ask["setattr"], self.value(ask["value"]))
+        elif "list" in ask:
+            value = self._synced(lambda: list(target))
+        elif "next" in ask:
+            value = self._synced(lambda: [v for v in [next(target, _END)] if v is not _END])
+        elif "len" in ask:
+            value = len(target)
+        elif "getitem" in ask:
+            value = target[self.value(ask["getitem"])]
+        else:
+            value = type(target).__qualname__
+        return {"value": self.lend_value(value)}
+
+    def _synced(self, work: Callable[[], Any]) -> Any:
+        """``work()`` (the grader's own code, run for the kernel: an optimizer's step, a backward)
+        on up-to-date copies of the kernel's tensors this test holds: their gradients are read
+        first, and whatever ``work`` changed in them (values, gradients) is written back."""
+        if not self.attached:
+            return work()
+        handles = [h for _, h, _ in self.attached]
+        grads = self.ok(self._request({"op": "grads", "handles": handles}), "gradients")
+        seen = []
+        for (tensor, _, _), grad in zip(self.attached, grads, strict=True):
+            tensor.grad = grad
+            seen.append((grad, None if grad is None else grad._version))
+        result = work()
+        changed = {}
+        for (tensor, handle, _), (grad, version) in zip(self.attached, seen, strict=True):
+            if tensor.grad is not grad or (grad is not None and grad._version != version):
+                changed[handle] = None if tensor.grad is None else tensor.grad.detach()
+        if changed:
+            self.ok(self._request({"op": "assign", "values": {}, "grads": changed}), "writing back gradients")
+        self._write_back()
+        return result
+
     def _forward(self, ask: dict) -> dict:
-        fn = self.lent[ask["callback"]]
+        name = str(ask["callback"])
+        fn = self.borrowed[int(name[1:])] if name.startswith("#") else self.lent[name]
         args, kwargs = self.value(ask["args"]), self.value(ask["kwargs"])
         inputs: list[torch.Tensor] = []
 
@@ -207,7 +303,8 @@ class Link:
         number = len(self.calls) + 1
         self.calls[number] = (inputs, outputs)
         return {"call": number, "tuple": isinstance(result, tuple),
-                "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
+                "differentiable": [isinstance(o, torch.Tensor) and o.requires_grad for o in outputs],
+                "outputs": [o.detach() if isinstance(o, torch.Tensor) else self.lend_value(o) for o in outputs]}
 
     def _construct(self, ask: dict) -> dict:
         """A lent module class instantiated here, with the kernel's RNG (its initial values are
@@ -247,11 +344,16 @@ class Link:
         inputs, outputs = self.calls[ask["vjp"]]
         pairs = [(o, g) for o, g in zip(outputs, ask["grads"], strict=False)
                  if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
-        wanted = [i for i in inputs if i.requires_grad]
-        grads = torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True) \
-            if pairs and wanted else [None] * len(wanted)
-        by_input = iter(grads)
-        return {"grads": [next(by_input) if i.requires_grad else None for i in inputs]}
+        # backward(), not grad(): a borrowed module's own parameters get their .grad here, as they
+        # would in a training step (the inputs' gradients are read off and cleared).
+        for i in inputs:
+            i.grad = None
+        if pairs:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], retain_graph=True)
+        found = [i.grad if i.requires_grad else None for i in inputs]
+        for i in inputs:
+            i.grad = None
+        return {"grads": found}
 
     # Values between the two processes.
     def value(self, data: Any, label: str = "") -> Any:
@@ -275,6 +377,9 @@ class Link:
                     self.proxies[handle] = Remote(self, handle, label or str(data.get("type", "object")).rsplit(
                         ".", 1)[-1], str(data.get("type", "")))
                 return self.proxies[handle]
+            if "__borrowed__" in data and isinstance(data["__borrowed__"], int) \
+                    and 0 <= data["__borrowed__"] < len(self.borrowed):
+                return self.borrowed[data["__borrowed__"]]
             if "__seq__" in data:
                 items = [self.value(v, label) for v in data["__seq__"]]
                 return tuple(items) if data.get("tuple") else items
@@ -299,11 +404,29 @@ class Link:
             return {"__seq__": [self.send(v, leaves) for v in value], "tuple": isinstance(value, tuple)}
         if isinstance(value, dict):
             return {"__dict__": {k: self.send(v, leaves) for k, v in value.items()}}
-        if callable(value) and not isinstance(value, type):
-            name = getattr(value, "__name__", "lent")
-            self.lent[name] = value
-            return {"__lent__": name}
-        return value
+        if isinstance(value, _PLAIN):
+            return value
+        return {"__borrowed__": self.borrow(value)}
+
+    def borrow(self, value: Any) -> int:
+        """The number under which the kernel knows ``value``, one of the grader's objects (held
+        until the test ends, so that the same object keeps its number)."""
+        if id(value) not in self._borrowed_ids:
+            self.borrowed.append(value)
+            self._borrowed_ids[id(value)] = len(self.borrowed) - 1
+        return self._borrowed_ids[id(value)]
+
+    def lend_value(self, value: Any) -> Any:
+        """What the kernel gets for a value of the grader's objects: tensors as copies (with their
+        gradient), plain data as it is, every other object borrowed."""
+        if isinstance(value, torch.Tensor):
+            return {"__gtensor__": value.detach(), "requires_grad": value.requires_grad,
+                    "grad": None if value.grad is None else value.grad.detach()}
+        if isinstance(value, tuple | list):
+            return {"__seq__": [self.lend_value(v) for v in value], "tuple": isinstance(value, tuple)}
+        if type(value) is dict and all(isinstance(k, str | int) for k in value):
+            return {"__dict__": {k: self.lend_value(v) for k, v in value.items()}}
+        return self.send(value)
 
     def ok(self, answer: dict, what: str) -> Any:
         """The value of ``answer``, or the student's error as the checks expect it."""
@@ -499,6 +622,7 @@ class Namespace(dict):
     def __init__(self, link: Link, base: dict[str, Any]):
         super().__init__(base)
         self.link = link
+        self.fetched: set[str] = set()  # names read from the kernel (the rest the test defined)
 
     def __missing__(self, name: str) -> Any:
         if hasattr(builtins, name) or name.startswith("__"):
@@ -508,6 +632,7 @@ class Namespace(dict):
             raise KeyError(name)
         value = self.link.ok(answer, name)
         self[name] = value
+        self.fetched.add(name)
         return value
 
     def __contains__(self, name: object) -> bool:
@@ -557,7 +682,8 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
     """
     if reference is not None and str(Path(reference).resolve()) not in sys.path:
         sys.path.insert(0, str(Path(reference).resolve()))
-    ns = Namespace(link, base_namespace())
+    base = base_namespace()
+    ns = Namespace(link, {**base, **link.carried})
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed), torch.random.fork_rng():
@@ -567,9 +693,20 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
     except Exception as exc:  # noqa: BLE001 (the verdict)
         return type(exc).__name__, " ".join(str(exc).split()), printed.getvalue()
     finally:
+        # What the test cell defined (a helper, a corpus) is there for the next test cells, as it
+        # would be in the kernel; the kernel's objects it read are released now, so they are not.
+        for name, value in list(dict.items(ns)):
+            if isinstance(value, Remote) or name in ns.fetched:
+                dict.pop(ns, name)
+            elif name not in base and not name.startswith("__"):
+                link.carried[name] = value
         link.attached.clear()  # the objects they stand for are released now
         link.proxies.clear()
+        link.borrowed.clear()
+        link._borrowed_ids.clear()
         with contextlib.suppress(Exception):
             link.request({"op": "unlend"})
             link.request({"op": "release"})
+        with contextlib.suppress(LinkBroken):
+            link.finish()
     return "", "", printed.getvalue()

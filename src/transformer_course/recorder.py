@@ -18,6 +18,7 @@ code simply seems to return something else. The verdict is the grader's, from th
 from __future__ import annotations
 
 import base64
+import builtins
 import contextlib
 import io
 import sys
@@ -64,9 +65,12 @@ class Recorder:
         self.leaves: list[torch.Tensor] = []  # the current call's inputs that need gradients
         self.calls: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self.missing = object()
+        self.borrowed: dict[int, Borrowed] = {}  # the grader's objects passed to the student's code
 
     # Values out: by value where plain, else by handle.
     def out(self, value: Any) -> Any:
+        if type(value) is Borrowed:
+            return {"__borrowed__": object.__getattribute__(value, "_course_b")}
         if isinstance(value, torch.Tensor):
             grad = value.grad if value.is_leaf else None
             return {"__tensor__": value.detach().clone(), "__handle__": self.keep(value),
@@ -101,8 +105,13 @@ class Recorder:
                 leaf = value["__leaf__"].detach().clone().requires_grad_()
                 self.leaves.append(leaf)
                 return leaf
-            if "__lent__" in value:
-                return self.stub(value["__lent__"])
+            if "__borrowed__" in value:
+                return self.borrowed_proxy(value["__borrowed__"])
+            if "__gtensor__" in value:  # a tensor of a grader's object (a parameter), with its gradient
+                tensor = value["__gtensor__"].detach().clone().requires_grad_(bool(value.get("requires_grad")))
+                if isinstance(value.get("grad"), torch.Tensor):
+                    tensor.grad = value["grad"]
+                return tensor
             if "__seq__" in value:
                 items = [self.into(v) for v in value["__seq__"]]
                 return tuple(items) if value.get("tuple") else items
@@ -110,8 +119,16 @@ class Recorder:
                 return {k: self.into(v) for k, v in value["__dict__"].items()}
         return value
 
-    def op(self, request: str) -> str:
-        """Carry out one request; the answer goes back as a stdin prompt (see :data:`ANSWER`)."""
+    def serve(self) -> None:
+        """Carry out requests until the grader sends an empty one. Each answer goes back as a stdin
+        prompt (see :data:`ANSWER`) and the grader's reply to it is the next request: one round trip
+        per request, where executing each as a cell would cost several."""
+        request = self.raw_input(ANSWER + encode({"ok": None}))
+        while request:
+            request = self.raw_input(ANSWER + self.answer(request))
+
+    def answer(self, request: str) -> str:
+        """The encoded answer to one encoded request."""
         try:
             ask = decode(request)
             answer = {"ok": self.out(self.run(ask))}
@@ -123,8 +140,7 @@ class Recorder:
         if len(text) > MAX_ANSWER_CHARS:
             text = encode({"error": "MemoryError", "message": f"the result is too large to grade "
                            f"({len(text) / 1e6:.0f} MB encoded; at most {MAX_ANSWER_CHARS / 1e6:.0f} MB)"})
-        self.raw_input(ANSWER + text)
-        return ""
+        return text
 
     def run(self, ask: dict) -> Any:
         kind = ask["op"]
@@ -177,7 +193,12 @@ class Recorder:
             with torch.no_grad():
                 for handle, value in ask["values"].items():
                     self.handles[handle].copy_(value)
+            for handle, grad in (ask.get("grads") or {}).items():
+                self.handles[handle].grad = None if grad is None else grad.clone()
             return None
+        if kind == "grads":  # the gradients of tensors the grader holds copies of
+            return [None if self.handles[h].grad is None else self.handles[h].grad.detach().clone()
+                    for h in ask["handles"]]
         if kind == "lend":
             classes = set(ask.get("classes") or [])
             for name in ask["names"]:
@@ -196,6 +217,7 @@ class Recorder:
             self.handles.clear()
             self.ids.clear()
             self.calls.clear()
+            self.borrowed.clear()
             return None
         raise ValueError(f"unknown request {kind!r}")
 
@@ -249,23 +271,30 @@ class Recorder:
 
         class Lent(torch.autograd.Function):
             @staticmethod
-            def forward(ctx: Any, spec: Any, *tensors: torch.Tensor) -> Any:
+            def forward(ctx: Any, spec: Any, _anchor: Any, *tensors: torch.Tensor) -> Any:
                 args, kwargs = _fill(spec, tensors)
                 reply = recorder.ask({"callback": name, "args": recorder.out(args),
                                       "kwargs": recorder.out(kwargs)})
                 ctx.call = reply["call"]
                 ctx.count = len(tensors)
                 outputs = tuple(recorder.into(v) for v in reply["outputs"])
+                still = [o for o, d in zip(outputs, reply.get("differentiable") or [True] * len(outputs), strict=False)
+                         if isinstance(o, torch.Tensor) and not d]
+                if still:
+                    ctx.mark_non_differentiable(*still)
                 return outputs if reply["tuple"] else outputs[0]
 
             @staticmethod
             def backward(ctx: Any, *grads: torch.Tensor) -> Any:
                 reply = recorder.ask({"vjp": ctx.call, "grads": [None if g is None else g.detach() for g in grads]})
-                return (None, *[recorder.into(g) for g in reply["grads"]])
+                return (None, None, *[recorder.into(g) for g in reply["grads"]])
 
         def lent(*args: Any, **kwargs: Any) -> Any:
             spec, tensors = _split((args, kwargs))
-            return Lent.apply(spec, *tensors)
+            # A grader's object (a model) may hold parameters of its own: its outputs need gradients
+            # even when no input has one, so the call gets an input that always does.
+            anchor = torch.zeros((), requires_grad=True) if name.startswith("#") and torch.is_grad_enabled() else None
+            return Lent.apply(spec, anchor, *tensors)
 
         lent.__name__ = lent.__qualname__ = name
         return lent
@@ -318,11 +347,69 @@ class Recorder:
         construct.__name__ = construct.__qualname__ = name
         return construct
 
+    def borrowed_proxy(self, number: int) -> Any:
+        if number not in self.borrowed:
+            proxy = object.__new__(Borrowed)
+            object.__setattr__(proxy, "_course_b", number)
+            object.__setattr__(proxy, "_course_r", self)
+            self.borrowed[number] = proxy
+        return self.borrowed[number]
+
     def ask(self, question: dict) -> dict:
+        """The grader's reply to ``question``. While it works on it, the grader may send requests
+        of its own (reading or writing back the student's objects): they are answered first."""
         reply = decode(self.raw_input(PROMPT + encode(question)))
-        if "error" in reply:
+        while isinstance(reply, dict) and "__request__" in reply:
+            reply = decode(self.raw_input(ANSWER + self.answer(reply["__request__"])))
+        if "error" in reply:  # raised in the student's code with its built-in class where it has one
+            name, _, message = str(reply["error"]).partition(": ")
+            cls = getattr(builtins, name, None)
+            if isinstance(cls, type) and issubclass(cls, Exception) and cls not in (SystemExit, KeyboardInterrupt):
+                raise cls(message)
             raise RuntimeError(reply["error"])
         return reply
+
+
+class Borrowed:
+    """One of the grader's objects passed to the student's code (a model, an optimizer, a loss
+    function of a test): its attributes, calls and iteration are the grader's, asked for each
+    time; a call's tensors keep their gradients across (see ``Recorder.stub``)."""
+
+    def _course_ask(self, **question: Any) -> Any:
+        recorder = object.__getattribute__(self, "_course_r")
+        return recorder.into(recorder.ask({"borrowed": object.__getattribute__(self, "_course_b"), **question})["value"])
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Borrowed._course_ask(self, getattr=name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        recorder = object.__getattribute__(self, "_course_r")
+        Borrowed._course_ask(self, setattr=name, value=recorder.out(value))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        recorder = object.__getattribute__(self, "_course_r")
+        return recorder.stub(f"#{object.__getattribute__(self, '_course_b')}")(*args, **kwargs)
+
+    def __iter__(self) -> Any:
+        return iter(Borrowed._course_ask(self, list=True))
+
+    def __next__(self) -> Any:
+        found = Borrowed._course_ask(self, next=True)
+        if not found:
+            raise StopIteration
+        return found[0]
+
+    def __len__(self) -> int:
+        return Borrowed._course_ask(self, len=True)
+
+    def __getitem__(self, key: Any) -> Any:
+        recorder = object.__getattribute__(self, "_course_r")
+        return Borrowed._course_ask(self, getitem=recorder.out(key))
+
+    def __repr__(self) -> str:
+        return f"<the grader's {Borrowed._course_ask(self, type=True)}>"
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ PAD, BOS, EOS = 0, 2, 3
 
 
 upstream = upstream_from(ref)
+JUDGED = True
 
 
 def _targets(gen: torch.Generator, lengths: list[int], vocab: int = 20) -> torch.Tensor:
