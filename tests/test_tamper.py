@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -48,6 +49,20 @@ def test_memory_limit_stopped_the_allocation(tampered):
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_memory" / A01 / f"{A01}.ipynb", as_version=4)
     text = json.dumps([c.get("outputs", []) for c in nb.cells])
     assert "can't allocate memory" in text
+
+
+def test_the_sandbox_holds_no_reference_of_the_notebook(tampered):
+    """A notebook that reads every file its kernel can see (the whole machine as the sandbox shows
+    it) finds no reference, solution or checks of notebook 01: its kernel sees the operating
+    system and the Python environment only, and notebook 01's checks and reference stay in the
+    grader's process (transformer_course.judge). The paths it found are in the message."""
+    _, out = tampered
+    nb = nbformat.read(out / "nbgrader" / "autograded" / "t_search_reference" / A01 / f"{A01}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    assert "searched: no reference" in printed, printed[-3000:]
+    assert "found " not in printed, printed[-3000:]
+    read = int(re.search(r"read (\d+) files", printed).group(1))
+    assert read > 1000, f"the search read only {read} files: it did not search the machine"
 
 
 def test_output_flood_is_cut(tampered):

@@ -137,6 +137,40 @@ while True:
         pass
 """
 
+SEARCH_REFERENCE = """
+import os
+def _search():  # every file this kernel can see, for notebook 01's reference, solution or checks
+    own = os.getcwd()
+    found, read = None, 0
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+        for name in files:
+            path = os.path.join(root, name)
+            if not name.endswith((".py", ".ipynb", ".txt", ".json", ".md")) or os.path.islink(path) or root == own:
+                continue
+            try:
+                with open(path, errors="ignore") as f:
+                    text = f.read(400_000)
+            except OSError:
+                continue
+            read += 1
+            if "def check_softmax(" in text:
+                print("found the checks in", path)
+            if "def self_attention(" in text and "def softmax(" in text:
+                print("found an answer in", path)
+                if name.endswith(".py") and found is None:
+                    _ns = {"__name__": "found"}
+                    try:
+                        exec(compile(text, "<found>", "exec"), _ns)
+                        found = _ns.get("softmax")
+                    except Exception:
+                        pass
+    print(f"read {read} files;", "searched: no reference" if found is None else "searched")
+    return found
+_found = _search()
+if callable(_found):
+    softmax = _found
+"""
 # Code that runs in the student's kernel while the grader's checks run.
 EXEC_REFERENCE = """
 import os
@@ -234,6 +268,8 @@ def cases() -> dict[str, Case]:
         "t_steal_reference": (lambda nb: (add_after(nb, "softmax", STEAL_REFERENCE),
                                           set_answer(nb, "attention_scores", WRAP_REFERENCE)),
                               dict(FULL, attention_scores=0), ""),
+        "t_search_reference": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SEARCH_REFERENCE), NO_SOFTMAX,
+                               ""),
         "t_silence_errors": (lambda nb: set_answer(nb, "softmax", WRONG_SOFTMAX + SILENCE_ERRORS), NO_SOFTMAX, ""),
         "t_silence_display": (lambda nb: add_after(nb, "softmax", SILENCE_DISPLAY), FULL, ""),
         # The tests do not run in the kernel: replacing its functions changes nothing but the student's own.

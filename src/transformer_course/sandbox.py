@@ -2,7 +2,8 @@
 
 Each grading kernel starts inside ``bwrap`` with no capabilities (also when the grader runs as
 root), its own PID namespace (every process it starts, even in a new session, dies with
-it), a read-only view of the machine, a private
+it), a read-only view of the system folders only (:data:`SYSTEM`: not the users' homes, other
+checkouts or data on the machine; the Python environment is mounted on its own), a private
 empty ``/tmp`` and ``HOME`` (nothing such as an IPython startup file survives the notebook),
 and the grader's folders hidden: the repository, the class's output and the other work
 areas. It can write only to its own notebook's folder, which the grader resets before the
@@ -31,6 +32,11 @@ from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import List, Unicode
+
+# What a kernel sees of the machine, read-only, besides the Python environment and the folders
+# the grader mounts for it: the operating system, nothing else (a copy of the course elsewhere
+# on the machine, say in a user's home, stays out of its reach).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
 
 def bwrap() -> str | None:
@@ -98,7 +104,7 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
     # with CAP_SYS_ADMIN can unmount the tmpfs that hides a folder and read what it hid.
     args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
             *([] if network else ["--unshare-net"]),
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            *_system(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--setenv", "HOME", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/.ipython",
             "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "PYTHONNOUSERSITE", "1",
             # ipykernel watches its parent and exits when that is PID 1, as bwrap's init is; 1 turns
@@ -115,6 +121,17 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
         if Path(path).exists():
             args += ["--bind", path, path]
     return [*args, "--", *cmd]
+
+
+def _system() -> list[str]:
+    """bwrap arguments mounting :data:`SYSTEM` read-only (symbolic links as links: /lib -> usr/lib)."""
+    args = []
+    for path in SYSTEM:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
 
 
 def process_folder(kind: str) -> str:
