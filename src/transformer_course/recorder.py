@@ -377,7 +377,8 @@ class Borrowed:
 
     def _course_ask(self, **question: Any) -> Any:
         recorder = object.__getattribute__(self, "_course_r")
-        return recorder.into(recorder.ask({"borrowed": object.__getattribute__(self, "_course_b"), **question})["value"])
+        number = object.__getattribute__(self, "_course_b")
+        return recorder.into(recorder.ask({"borrowed": number, **question})["value"])
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
