@@ -75,3 +75,16 @@ def test_a_changed_submission_is_graded_again(repo, tmp_path, small_class):
         lms = list(csv.reader(f))
     assert lms[0][0] == "student_id" and lms[0][-1].startswith("total")
     assert [row[0] for row in lms[1:]] == ["ada", "bob"]
+
+
+def test_a_change_in_the_grader_code_regrades(repo, tmp_path, monkeypatch):
+    """Records of an earlier run are kept only while nothing that decides a grade changed, the
+    grader's own code included (a fixed grader must not keep the grades of the broken one)."""
+    package = tmp_path / "transformer_course"
+    shutil.copytree(batch.__file__.rsplit("/", 1)[0], package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(batch, "__file__", str(package / "batch.py"))
+    before = batch.grader_version(repo, 60)
+    assert batch.grader_version(repo, 60) == before
+    judge = package / "judge.py"
+    judge.write_text(judge.read_text() + "\n# changed\n")
+    assert batch.grader_version(repo, 60) != before

@@ -86,13 +86,18 @@ def atomic_write(path: Path, data: bytes | str) -> None:
 
 
 def grader_version(repo: Repo, *limits: float) -> str:
-    """Changes whenever anything that decides a grade changes: checks, reference, sources, limits."""
+    """Changes whenever anything that decides a grade changes: checks, reference, sources, limits,
+    and the grader's own code (this package)."""
     digest = hashlib.sha256(f"{__version__}|{'|'.join(map(str, limits))}".encode())
     files = sorted(repo.reference.rglob("*.py")) + sorted(p for p in repo.source.rglob("*")
                                                           if p.is_file() and p.suffix in (".py", ".json"))
+    package = Path(__file__).resolve().parent
     for path in files:
         if "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(repo.root)).encode() + b"\0" + path.read_bytes())
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

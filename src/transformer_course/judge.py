@@ -240,7 +240,7 @@ class Link:
             return self._construct(ask)
         if "module_forward" in ask:
             return self._module_forward(ask)
-        return self._synced(lambda: self._vjp(ask))
+        return self._vjp(ask)
 
     def _borrowed(self, ask: dict) -> dict:
         """An attribute, item, length or the items of one of the grader's objects, for the kernel."""
@@ -255,6 +255,8 @@ class Link:
             value = self._synced(lambda: [v for v in [next(target, _END)] if v is not _END])
         elif "len" in ask:
             value = len(target)
+        elif "bool" in ask:
+            value = bool(target)
         elif "getitem" in ask:
             value = target[self.value(ask["getitem"])]
         else:
@@ -271,7 +273,10 @@ class Link:
         grads = self.ok(self._request({"op": "grads", "handles": handles}), "gradients")
         seen = []
         for (tensor, _, _), grad in zip(self.attached, grads, strict=True):
-            tensor.grad = grad
+            if grad is not None and (grad.shape != tensor.shape or grad.dtype != tensor.dtype):
+                grad = tensor.grad  # the copy is out of date (the kernel's tensor was converted since)
+            else:
+                tensor.grad = grad
             seen.append((grad, None if grad is None else grad._version))
         result = work()
         changed = {}

@@ -405,6 +405,9 @@ class Borrowed:
     def __len__(self) -> int:
         return Borrowed._course_ask(self, len=True)
 
+    def __bool__(self) -> bool:  # `if scheduler:` asks the object, as Python would (not its len())
+        return Borrowed._course_ask(self, bool=True)
+
     def __getitem__(self, key: Any) -> Any:
         recorder = object.__getattribute__(self, "_course_r")
         return Borrowed._course_ask(self, getitem=recorder.out(key))
