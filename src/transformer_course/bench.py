@@ -281,19 +281,27 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
     from .grade import Grader
     from .nbgrader_setup import KeepGradesOnCrash, UnguardNotebook
 
-    phases: dict[str, dict[str, float]] = {"forked": {}, "fresh": {}}
-    totals = {"forked": 0.0, "fresh": 0.0}
+    phases: dict[str, dict[str, float]] = {"forked": {}, "fresh": {}, "in the kernel": {}}
+    totals = dict.fromkeys(phases, 0.0)
+    per_notebook: dict[str, dict[str, float]] = {}
     plain, count = 0.0, 0
+    # "in the kernel": forked, with the checks run in the student's kernel under the guard, as before
+    # the judge (COURSE_JUDGE=off), for the ratio before and after.
+    judge = {"forked": "on", "fresh": "on", "in the kernel": "off"}
     with tempfile.TemporaryDirectory(prefix="tc-bench-phases-") as tmp, environ(OMP_NUM_THREADS="1"):
-        graders = {mode: Grader(Path(tmp) / mode, repo, timeout=120) for mode in phases}
+        graders = {}
+        for mode in phases:
+            with environ(COURSE_JUDGE=judge[mode]):
+                graders[mode] = Grader(Path(tmp) / mode.replace(" ", "-"), repo, timeout=120)
         for student in students:
             for assignment in graders["forked"].assignments:
                 path = repo.sample_class / student / assignment.name / f"{assignment.notebook}.ipynb"
                 count += 1
+                row = per_notebook.setdefault(assignment.notebook, dict.fromkeys([*phases, "plain"], 0.0))
                 for mode, grader in graders.items():
                     into = phases[mode]
-                    fork = "on" if mode == "forked" else "off"
-                    with contextlib.ExitStack() as stack, environ(COURSE_FORKSERVER=fork):
+                    fork = "off" if mode == "fresh" else "on"
+                    with contextlib.ExitStack() as stack, environ(COURSE_FORKSERVER=fork, COURSE_JUDGE=judge[mode]):
                         for cls, name, phase in [
                             (NotebookClient, "start_new_kernel", PHASES[0]),
                             (NotebookClient, "start_new_kernel_client", PHASES[0]),
@@ -309,11 +317,14 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
                         start = time.perf_counter()
                         grader.grade(student, assignment, path, "", Path(tmp) / "feedback")
                         totals[mode] += time.perf_counter() - start
+                        row[mode] += time.perf_counter() - start
                 # The same notebook as graded (answers, visible and hidden tests), in a plain kernel.
                 graded = Path(tmp) / "plain" / assignment.name / f"{assignment.notebook}.ipynb"
                 graded.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(graders["fresh"].autograded(assignment), graded)
-                plain += plain_cell_seconds(graded, repo.reference)
+                seconds = plain_cell_seconds(graded, repo.reference)
+                plain += seconds
+                row["plain"] += seconds
         forkserver.stop_all()
     result = {}
     for mode, into in phases.items():
@@ -323,6 +334,7 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
         into["total"] = totals[mode]
         result[mode] = {name: into.get(name, 0.0) / count for name in [*PHASES, "total"]}
     result["plain"] = {"own cells": plain / count}
+    result["per notebook"] = per_notebook
     return result
 
 
@@ -355,14 +367,20 @@ def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
     own = phases["plain"]["own cells"]
     print("\nWhere grading one notebook spends its time (s per notebook: the sample class's ada and ben, "
           "14 notebooks, one process, one thread):")
-    print(f"  {'phase':44s} {'forked kernel':>14s} {'fresh kernel':>13s}")
+    print(f"  {'phase':44s} {'forked kernel':>14s} {'fresh kernel':>13s} {'checks in the kernel':>21s}")
     for name in [*PHASES, "total"]:
-        print(f"  {name:44s} {phases['forked'][name]:14.2f} {phases['fresh'][name]:13.2f}")
+        print(f"  {name:44s} {phases['forked'][name]:14.2f} {phases['fresh'][name]:13.2f} "
+              f"{phases['in the kernel'][name]:21.2f}")
     ratio = phases["forked"]["total"] / own
     print(f"  the same notebooks as graded (answers, visible and hidden tests) run top to bottom in a plain "
           f"kernel: {own:.2f} s of cells (kernel start not counted)")
     verdict = 'ok' if ratio <= 1.5 else 'OVER TARGET'
-    print(f"  grading / the notebook's own cells: {ratio:.2f} (target <= 1.5: {verdict})")
+    print(f"  grading / the notebook's own cells: {ratio:.2f} (target <= 1.5: {verdict}); with the checks in "
+          f"the kernel (COURSE_JUDGE=off): {phases['in the kernel']['total'] / own:.2f}")
+    print("  per notebook, grading (forked kernel) / own cells: judged in the grader, then checks in the kernel")
+    for name, row in sorted(phases.get("per notebook", {}).items()):
+        print(f"    {name:24s} {row['forked'] / row['plain']:5.2f}   {row['in the kernel'] / row['plain']:5.2f}   "
+              f"(own cells {row['plain']:.2f} s)")
 
 
 def catalogue_figures(repo: Repo, timeout: int = 20) -> dict[str, dict[str, float]]:

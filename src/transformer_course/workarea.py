@@ -39,7 +39,10 @@ def kernel_mounts(course_root: Path, repo: Repo) -> dict[str, list[str]]:
 
 def judged(reference: Path, notebook: str) -> bool:
     """Whether ``notebook``'s test cells are judged in the grader's process (:mod:`.judge`): its
-    checks module says ``JUDGED = True``. Read as text: the reference is not imported for this."""
+    checks module says ``JUDGED = True`` (and ``COURSE_JUDGE=off`` does not turn it off). Read as
+    text: the reference is not imported for this."""
+    if os.environ.get("COURSE_JUDGE", "").lower() in ("off", "0", "no"):
+        return False  # the checks run in the kernel, under the guard (make bench compares the two)
     number = notebook.split("_", 1)[0]
     checks = Path(reference) / "course_reference" / "checks" / f"nb{number}.py"
     if not number.isdigit() or not checks.is_file():
@@ -67,9 +70,13 @@ def kernel_copy_ignore(reference: Path) -> Callable[[str, list[str]], set[str]]:
                 kept.append(modules[name])
     left_out = {f"nb{n}.py" for n in judged_numbers}
     left_out |= {f"{stem}.py" for stem in modules if stem[2:4] in judged_numbers and stem not in needed}
+    in_kernel = any(p.stem[2:] not in judged_numbers for p in (package / "checks").glob("nb[0-9][0-9].py"))
 
     def ignore(folder: str, names: list[str]) -> set[str]:
-        return set(IGNORED(folder, names)) | (left_out & set(names))
+        ignored = set(IGNORED(folder, names)) | (left_out & set(names))
+        if not in_kernel and Path(folder).resolve() == package.resolve():
+            ignored.add("checks")  # no test is checked in the kernel: its helpers stay out too
+        return ignored
 
     return ignore
 
