@@ -234,3 +234,77 @@ def test_the_same_object_of_the_kernel_is_the_same_proxy(kernel):
         assert len(stack) == 3 and stack[0] is stack[1] and stack[0] is not stack[2]
         assert len({id(m) for m in stack}) == 2
     """)[:2] == ("", "")
+
+
+def test_the_graders_objects_handed_to_the_students_code_act_as_themselves(kernel):
+    """A test's own model, optimizer, scheduler and loss handed to a training step written in the
+    kernel: attributes, calls with gradients both ways (the grader's model gets its .grad),
+    iteration, ``bool`` and ``len`` are the grader's objects' own."""
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        def step(model, batch, optimizer, scheduler, loss_fn):
+            model.train()
+            x, y = batch
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            norm = sum(float(p.grad.norm()) for p in model.parameters())
+            optimizer.step()
+            if scheduler:
+                scheduler.step()
+            return loss.item(), norm, model.scale, len(model.layers), next(model.parameters()).shape
+    """)
+    assert judge(link, """
+        import torch
+        class Model(torch.nn.Module):
+            scale = 3
+            def __init__(self):
+                super().__init__()
+                self.layers = torch.nn.ModuleList([torch.nn.Linear(2, 1)])
+            def forward(self, x):
+                return self.layers[0](x) * self.scale
+        torch.manual_seed(0)
+        model, twin = Model().eval(), Model()
+        twin.load_state_dict(model.state_dict())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+        x, y = torch.randn(4, 2), torch.randn(4, 1)
+        calls = []
+        def loss_fn(out, target):
+            calls.append(out.shape)
+            return ((out - target) ** 2).mean()
+        loss, norm, scale, layers, shape = step(model, (x, y), opt, sched, loss_fn)
+        expected = loss_fn(twin(x), y)
+        expected.backward()
+        assert model.training and calls == [(4, 1), (4, 1)] and (scale, layers, tuple(shape)) == (3, 1, (1, 2))
+        assert abs(loss - expected.item()) < 1e-6
+        assert abs(norm - sum(float(p.grad.norm()) for p in twin.parameters())) < 1e-5
+        for mine, want in zip(model.parameters(), twin.parameters()):
+            assert torch.allclose(mine, want - 0.1 * want.grad), "the grader's SGD stepped on the kernel's gradients"
+        assert sched.last_epoch == 1
+    """)[:2] == ("", "")
+
+
+def test_an_optimizer_here_steps_the_kernels_own_parameters(kernel):
+    """An optimizer built here over a kernel module's parameters, stepped by the student's code:
+    it reads the kernel's gradients first and writes the new values back."""
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        torch.manual_seed(1)
+        net = torch.nn.Linear(3, 1)
+        def train(model, optimizer, x):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    """)
+    assert judge(link, """
+        import torch
+        before = [p.detach().clone() for p in net.parameters()]
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        x = torch.ones(2, 3)
+        train(net, opt, x)
+        after = [p.detach().clone() for p in net.parameters()]
+        assert torch.allclose(after[0], before[0] - 2.0) and torch.allclose(after[1], before[1] - 2.0), (before, after)
+    """)[:2] == ("", "")
