@@ -308,3 +308,10 @@ def test_an_optimizer_here_steps_the_kernels_own_parameters(kernel):
         after = [p.detach().clone() for p in net.parameters()]
         assert torch.allclose(after[0], before[0] - 2.0) and torch.allclose(after[1], before[1] - 2.0), (before, after)
     """)[:2] == ("", "")
+
+
+def test_what_the_students_code_prints_is_in_the_tests_output(kernel):
+    _, kc, link = kernel
+    define(kc, "def noisy(x):\n    print('debug:', x)\n    return x + 1\n")
+    ename, _, printed = judge(link, "assert noisy(1) == 2\nprint('passed')\n")
+    assert ename == "" and printed.index("debug: 1") < printed.index("passed")

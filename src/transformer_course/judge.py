@@ -68,7 +68,7 @@ class Link:
         self.calls: dict[int, tuple[list[torch.Tensor], Any]] = {}
         self.modules: list[torch.nn.Module] = []  # instances of lent module classes
         self.proxies: dict[int, Remote] = {}
-        self.output: list[str] = []  # what the student's code printed during requests
+        self.output: io.StringIO | None = None  # where what the student's code prints goes (the test's output)
         self.attached: list[list] = []  # [tensor, handle, version] of tensors read from the kernel
 
     def close(self) -> None:
@@ -114,6 +114,8 @@ class Link:
             answer = self._serve(ask)
         if not isinstance(answer, dict) or not ({"ok", "error"} & set(answer)):
             raise LinkBroken("the kernel's answer is not one the grader asked for")
+        if isinstance(answer.get("printed"), str) and self.output is not None and self.output.tell() < 100_000:
+            self.output.write(answer["printed"])
         return answer
 
     def _serve(self, ask: dict) -> Any:
@@ -190,9 +192,7 @@ class Link:
                 if prompt:
                     raise LinkBroken("the kernel sent no answer (was the grader's recorder changed?)")
                 return None
-            if kind == "stream" and sum(map(len, self.output)) < 20_000:
-                self.output.append(content.get("text", ""))
-            elif kind == "error" and not prompt:
+            if kind == "error" and not prompt:
                 self._serving = None
                 raise LinkBroken(f"{content.get('ename')}: {content.get('evalue')}")
 
@@ -690,6 +690,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
     base = base_namespace()
     ns = Namespace(link, {**base, **link.carried})
     printed = io.StringIO()
+    link.output = printed  # the student's own prints, among the test's (as in the kernel)
     try:
         with contextlib.redirect_stdout(printed), torch.random.fork_rng():
             exec(compile(source, f"<test cell {grade_id}>", "exec"), ns)  # noqa: S102 (the grader's own test code)
@@ -714,4 +715,5 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
             link.request({"op": "release"})
         with contextlib.suppress(LinkBroken):
             link.finish()
+        link.output = None
     return "", "", printed.getvalue()

@@ -129,13 +129,18 @@ class Recorder:
 
     def answer(self, request: str) -> str:
         """The encoded answer to one encoded request."""
+        printed = io.StringIO()  # the student's prints go with the answer, so they keep their place
         try:
             ask = decode(request)
-            answer = {"ok": self.out(self.run(ask))}
+            with contextlib.redirect_stdout(printed):
+                result = self.run(ask)
+            answer = {"ok": self.out(result)}
         except BaseException as exc:  # noqa: BLE001 (the student's error is the answer)
             answer = {"error": type(exc).__name__, "message": str(exc)[:2000],
                       "not_implemented": isinstance(exc, NotImplementedError),
                       "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
+        if printed.tell():
+            answer["printed"] = printed.getvalue()[:100_000]
         text = encode(answer)
         if len(text) > MAX_ANSWER_CHARS:
             text = encode({"error": "MemoryError", "message": f"the result is too large to grade "
