@@ -380,7 +380,7 @@ def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
     print("  per notebook, grading (forked kernel) / own cells: judged in the grader, then checks in the kernel")
     for name, row in sorted(phases.get("per notebook", {}).items()):
         print(f"    {name:24s} {row['forked'] / row['plain']:5.2f}   {row['in the kernel'] / row['plain']:5.2f}   "
-              f"(own cells {row['plain']:.2f} s)")
+              f"(own cells, summed over the students: {row['plain']:.2f} s)")
 
 
 def catalogue_figures(repo: Repo, timeout: int = 20) -> dict[str, dict[str, float]]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .recorder import ANSWER, PROMPT, decode, encode
+from .recorder import ANSWER, PROMPT, decode, encode, pack, unpack
 
 SOURCE = Path(__file__).with_name("recorder.py")
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, slice, type(Ellipsis), torch.dtype, torch.device)
@@ -61,6 +61,7 @@ class Link:
         self.borrowed: list[Any] = []  # the grader's objects passed to the kernel, by number
         self._borrowed_ids: dict[int, int] = {}
         self.carried: dict[str, Any] = {}  # names earlier test cells defined
+        self.rng: torch.Tensor | None = None  # the kernel's RNG state, as far as this process knows
         self.client.start_channels()
         self._checked = time.monotonic()
         self.name = "_course_judge_" + secrets.token_hex(6)
@@ -91,15 +92,21 @@ class Link:
                 self.attached.append([tensor, handle, tensor._version])
         return value
 
-    def _write_back(self) -> None:
+    def _write_back(self, grads: dict[int, torch.Tensor | None] | None = None) -> None:
+        """Write back the tensors changed here in place since they were read (and ``grads``)."""
         changed = {}
         for entry in self.attached:
             tensor, handle, version = entry
             if tensor._version != version:
                 changed[handle] = tensor.detach()
                 entry[2] = tensor._version
-        if changed:
-            self.ok(self._request({"op": "assign", "values": changed}), "writing back a changed tensor")
+        if changed or grads:
+            ask: dict[str, Any] = {"op": "assign"}
+            if changed:
+                ask["values"] = {"handles": list(changed), "packed": pack(list(changed.values()))}
+            if grads:
+                ask["grads"] = {"handles": list(grads), "packed": pack(list(grads.values()))}
+            self.ok(self._request(ask), "writing back a changed tensor")
 
     def request(self, ask: dict) -> Any:
         """The recorder's answer to ``ask``: ``{"ok": value}`` or ``{"error": ...}``."""
@@ -231,7 +238,8 @@ class Link:
         if "borrowed" in ask:
             return self._borrowed(ask)
         if "callback" in ask:
-            if str(ask["callback"]).startswith("#"):
+            name = str(ask["callback"])
+            if name.startswith("#") and _optimizer_of(self.borrowed[int(name[1:])]):
                 return self._synced(lambda: self._forward(ask))
             return self._forward(ask)
             if "construct" in ask:
@@ -250,9 +258,9 @@ class Link:
         elif "setattr" in ask:
             value = setattr(target, ask["setattr"], self.value(ask["value"]))
         elif "list" in ask:
-            value = self._synced(lambda: list(target))
+            value = list(target)
         elif "next" in ask:
-            value = self._synced(lambda: [v for v in [next(target, _END)] if v is not _END])
+            value = [v for v in [next(target, _END)] if v is not _END]
         elif "len" in ask:
             value = len(target)
         elif "bool" in ask:
@@ -264,13 +272,14 @@ class Link:
         return {"value": self.lend_value(value)}
 
     def _synced(self, work: Callable[[], Any]) -> Any:
-        """``work()`` (the grader's own code, run for the kernel: an optimizer's step, a backward)
+        """``work()`` (the grader's own code, run for the kernel: an optimizer's step)
         on up-to-date copies of the kernel's tensors this test holds: their gradients are read
         first, and whatever ``work`` changed in them (values, gradients) is written back."""
         if not self.attached:
             return work()
         handles = [h for _, h, _ in self.attached]
-        grads = self.ok(self._request({"op": "grads", "handles": handles}), "gradients")
+        packed = self.ok(self._request({"op": "grads", "handles": handles}), "gradients")
+        grads = unpack(packed) if isinstance(packed, dict) and "__packed__" in packed else [None] * len(handles)
         seen = []
         for (tensor, _, _), grad in zip(self.attached, grads, strict=True):
             if grad is not None and (grad.shape != tensor.shape or grad.dtype != tensor.dtype):
@@ -283,9 +292,7 @@ class Link:
         for (tensor, handle, _), (grad, version) in zip(self.attached, seen, strict=True):
             if tensor.grad is not grad or (grad is not None and grad._version != version):
                 changed[handle] = None if tensor.grad is None else tensor.grad.detach()
-        if changed:
-            self.ok(self._request({"op": "assign", "values": {}, "grads": changed}), "writing back gradients")
-        self._write_back()
+        self._write_back(changed)
         return result
 
     def _forward(self, ask: dict) -> dict:
@@ -486,6 +493,12 @@ def _through(link: Link, call: int, value: Any, leaves: list[torch.Tensor]) -> A
     return _map(value, swap)
 
 
+def _optimizer_of(fn: Any) -> bool:
+    """Whether ``fn`` is an optimizer's method (``step``, ``zero_grad``): the only calls of the
+    grader's objects that read and change the gradients of the kernel's tensors (see ``_synced``)."""
+    return isinstance(getattr(fn, "__self__", fn), torch.optim.Optimizer)
+
+
 def _default_device() -> torch.device:
     """The device tensors made without ``device=`` go to here (a ``with torch.device(...)`` block)."""
     getter = getattr(torch, "get_default_device", None)  # torch >= 2.3
@@ -551,16 +564,21 @@ class Remote:
         link, label = object.__getattribute__(self, "_link"), object.__getattribute__(self, "_label")
         watch = watching()
         leaves: list[torch.Tensor] = []
+        rng = torch.random.get_rng_state()
+        # The kernel's RNG state is sent only when it is not the one the kernel already has.
+        same = link.rng is not None and torch.equal(rng, link.rng)
         answer = link.request({"op": "call", "h": object.__getattribute__(self, "_handle"),
                                "args": link.send(list(args), leaves), "kwargs": link.send(kwargs, leaves),
-                               "watch": sorted(watch), "rng": torch.random.get_rng_state(),
+                               "watch": sorted(watch), "rng": None if same else rng,
                                "device": str(_default_device())})
         called = link.ok(answer, label)
         if not isinstance(called, dict) or not called.get("__called__"):
             raise LinkBroken("the kernel's answer to a call is not one")
+        link.rng = rng
         if isinstance(called.get("rng"), torch.Tensor):
             with contextlib.suppress(Exception):
                 torch.random.set_rng_state(called["rng"].detach().clone())
+                link.rng = torch.random.get_rng_state()
         value = called.get("result")
         if isinstance(value, dict) and value.get("__watched__"):
             report_used([watch[u] for u in value["used"] if u in watch])
@@ -690,6 +708,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
     base = base_namespace()
     ns = Namespace(link, {**base, **link.carried})
     printed = io.StringIO()
+    link.rng = None  # the notebook's cells ran since the last test
     link.output = printed  # the student's own prints, among the test's (as in the kernel)
     try:
         with contextlib.redirect_stdout(printed), torch.random.fork_rng():

@@ -165,8 +165,9 @@ class Recorder:
             self.leaves = []
             args, kwargs = self.into(ask.get("args", [])), self.into(ask.get("kwargs", {}))
             leaves = self.leaves
-            if isinstance(ask.get("rng"), torch.Tensor):
+            if isinstance(ask.get("rng"), torch.Tensor):  # None: the grader's state is this kernel's already
                 torch.random.set_rng_state(ask["rng"])
+            before = torch.random.get_rng_state()
             device = torch.device(ask.get("device") or "cpu")
             with torch.device(device) if device.type != "cpu" else _nothing():
                 result = self.call(target, args, kwargs, ask.get("watch") or [])
@@ -174,7 +175,7 @@ class Recorder:
             self.count += 1
             self.calls[self.count] = (leaves, outputs)
             return {"__called__": True, "result": result, "call": self.count, "differentiable": bool(outputs),
-                    "rng": torch.random.get_rng_state()}
+                    "rng": _changed(before, torch.random.get_rng_state())}
         if kind == "vjp":  # the grader's backward through a call's outputs: .backward() here, as it would be
             leaves, outputs = self.calls[ask["call"]]
             grads = [g for g in ask["grads"]]
@@ -194,16 +195,17 @@ class Recorder:
             return target[self.into(ask["key"])]
         if kind == "isinstance":
             return isinstance(target, _resolve(ask["cls"]))
-        if kind == "assign":  # tensors the grader changed in place, written back
+        if kind == "assign":  # tensors the grader changed in place (values, gradients), written back
+            values, grads = ask.get("values") or {}, ask.get("grads") or {}
             with torch.no_grad():
-                for handle, value in ask["values"].items():
+                for handle, value in zip(values.get("handles", []), unpack(values["packed"]) if values else [],
+                                         strict=True):
                     self.handles[handle].copy_(value)
-            for handle, grad in (ask.get("grads") or {}).items():
-                self.handles[handle].grad = None if grad is None else grad.clone()
+            for handle, grad in zip(grads.get("handles", []), unpack(grads["packed"]) if grads else [], strict=True):
+                self.handles[handle].grad = grad
             return None
         if kind == "grads":  # the gradients of tensors the grader holds copies of
-            return [None if self.handles[h].grad is None else self.handles[h].grad.detach().clone()
-                    for h in ask["handles"]]
+            return pack([self.handles[h].grad for h in ask["handles"]])
         if kind == "lend":
             classes = set(ask.get("classes") or [])
             for name in ask["names"]:
@@ -419,6 +421,42 @@ class Borrowed:
 
     def __repr__(self) -> str:
         return f"<the grader's {Borrowed._course_ask(self, type=True)}>"
+
+
+def pack(tensors: list[torch.Tensor | None]) -> Any:
+    """Tensors (or None) as one flat tensor per dtype and their shapes: a message of many small
+    tensors (a model's gradients) costs the reader one tensor each, this a few."""
+    groups: dict[str, list[torch.Tensor]] = {}
+    layout = []
+    for t in tensors:
+        if t is None:
+            layout.append(None)
+            continue
+        key = str(t.dtype)
+        groups.setdefault(key, []).append(t.detach().reshape(-1))
+        layout.append([key, list(t.shape)])
+    return {"__packed__": {k: torch.cat(v) for k, v in groups.items()}, "layout": layout}
+
+
+def unpack(packed: Any) -> list[torch.Tensor | None]:
+    flats, offsets, out = packed["__packed__"], {}, []
+    for entry in packed["layout"]:
+        if entry is None:
+            out.append(None)
+            continue
+        key, shape = entry
+        start = offsets.get(key, 0)
+        size = 1
+        for n in shape:
+            size *= int(n)
+        out.append(flats[key][start:start + size].reshape(shape).clone())
+        offsets[key] = start + size
+    return out
+
+
+def _changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor | None:
+    """``after``, or None when it is ``before`` (compared as bytes: the notebook may patch torch.equal)."""
+    return None if before.numpy().tobytes() == after.numpy().tobytes() else after
 
 
 @contextlib.contextmanager
