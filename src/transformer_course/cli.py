@@ -102,6 +102,14 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release(args: argparse.Namespace) -> int:
+    from .release import release
+
+    files = release(Repo(), args.repository, Path(args.out))
+    print(f"wrote {len(files)} files to {args.out}: the students' repository (no solutions, hidden tests or grader)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="transformer-course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
                    choices=["hidden", "after_due_date", "after_published", "visible"],
                    help="when students see each exercise's result and feedback (default visible)")
     p.set_defaults(func=_gradescope)
+
+    p = sub.add_parser("release", help="the students' repository: course/ without solutions, hidden tests or grader")
+    p.add_argument("--repository", required=True, metavar="github.com/ORG/NAME",
+                   help="the students' repository: the notebooks' Colab, Binder and download addresses point to it")
+    p.add_argument("--out", required=True, help="an empty or new folder to write it to")
+    p.set_defaults(func=_release)
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")

@@ -1,0 +1,164 @@
+"""`transformer-course release`: the students' repository holds the course and nothing of the
+grader: no solution, no hidden test, no reference body of a notebook's own exercises; its
+addresses point to the students' repository, and the README's classroom workflow grades in it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from transformer_course.cli import main
+from transformer_course.layout import GITHUB_REPO
+from transformer_course.release import parse_repository, release
+
+TARGET = "my-school/transformers-2027"
+
+
+@pytest.fixture(scope="module")
+def released(repo, tmp_path_factory):
+    out = tmp_path_factory.mktemp("release") / "students"
+    assert main(["release", "--repository", f"https://github.com/{TARGET}.git", "--out", str(out)]) == 0
+    return out
+
+
+def _normalised(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _readable(path) -> str:
+    """A file's text; a notebook's as its cells' sources (what a student reads)."""
+    if path.suffix == ".ipynb":
+        return "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+    return path.read_text(errors="replace")
+
+
+def _bodies(module_path) -> list[str]:
+    """The bodies of the module's functions and methods (docstrings left out), of 2 lines or more."""
+    source = module_path.read_text()
+    bodies = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body[1:] if ast.get_docstring(node) else node.body
+            if not body:
+                continue
+            lines = source.splitlines()[body[0].lineno - 1:body[-1].end_lineno]
+            text = _normalised(textwrap.dedent("\n".join(lines)))
+            if text.count("\n") >= 1 and len(text) > 60:
+                bodies.append(text)
+    return bodies
+
+
+def test_the_release_holds_the_course_and_nothing_of_the_grader(repo, released):
+    top = sorted(p.name for p in released.iterdir())
+    assert top == [".github", ".gitignore", "README.md", "binder", "course", "data", "environment.yml"]
+    assert sorted(p.name for p in (released / "course").iterdir()) == sorted(p.name for p in repo.course.iterdir())
+    workflow = released / ".github" / "workflows" / "grade.yml"
+    for path in (p for p in released.rglob("*") if p.is_file()):
+        text = path.read_text(errors="replace")
+        for marker in ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "course_reference", "check_"):
+            assert marker not in text, f"{path.relative_to(released)} holds {marker!r}"
+        # Only the workflow names this repository: it fetches the grader from it.
+        assert (GITHUB_REPO in text) == (path == workflow), path
+
+
+def _given(repo, number: str) -> str:
+    """What notebook ``number``'s source gives students (solution and hidden-test regions removed):
+    code the exercises build on, such as a module's ``__init__`` when its ``forward`` is the exercise."""
+    source = next(repo.source.glob(f"{number}_*/*.source.py")).read_text()
+    source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "", source, flags=re.S)
+    return _normalised(re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", source, flags=re.S))
+
+
+def test_no_notebook_ships_the_reference_of_its_own_exercises(repo, released):
+    """Every reference function body of notebook NN (but code its source gives students) is searched
+    for in what NN's folder ships (a later notebook's course_blocks.py holds it by design: the
+    earlier notebooks' building blocks)."""
+    searched = 0
+    for module in sorted((repo.reference / "course_reference").glob("nb[0-9][0-9]_*.py")):
+        folder = next((released / "course").glob(f"{module.stem[2:4]}_*"))
+        shipped = {p: _normalised(_readable(p)) for p in folder.rglob("*") if p.is_file()}
+        given = _given(repo, module.stem[2:4])
+        for body in _bodies(module):
+            if body in given:
+                continue
+            searched += 1
+            for path, text in shipped.items():
+                assert body not in text, f"{path.relative_to(released)} holds the reference body:\n{body}"
+    assert searched > 25  # the search found the reference's functions
+
+
+def _solutions(repo, number: str) -> list[str]:
+    source = next(repo.source.glob(f"{number}_*/*.source.py")).read_text()
+    regions = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", source, flags=re.S)
+    return [text for text in (_normalised(textwrap.dedent(r)) for r in regions) if len(text) > 40]
+
+
+def test_no_notebook_ships_its_solutions(repo, released):
+    """Every solution region of notebook NN's source is searched for in NN's folder of the release,
+    and found in the executed solution (the search would see one that slipped through)."""
+    searched = 0
+    for source in sorted(repo.source.glob("[0-9][0-9]_*/*.source.py")):
+        number = source.name[:2]
+        folder = next((released / "course").glob(f"{number}_*"))
+        shipped = [_normalised(_readable(p)) for p in folder.rglob("*") if p.is_file()]
+        solution = _normalised(_readable(next(repo.solutions.glob(f"{number}_*.ipynb"))))
+        for region in _solutions(repo, number):
+            searched += 1
+            assert region in solution, region
+            assert not any(region in text for text in shipped), f"notebook {number} ships its solution:\n{region}"
+    assert searched >= 30
+
+
+def test_addresses_point_to_the_students_repository(repo, released):
+    readme = (released / "README.md").read_text()
+    for notebook in sorted(repo.course.glob("*/*.ipynb")):
+        path = notebook.relative_to(repo.root).as_posix()
+        assert f"https://colab.research.google.com/github/{TARGET}/blob/main/{path}" in readme
+        assert (released / path).is_file()
+    assert f"mybinder.org/v2/gh/{TARGET}/main" in readme
+    setup = _readable(released / "course" / "01_self_attention" / "01_self_attention.ipynb")
+    assert f"https://raw.githubusercontent.com/{TARGET}/main/course/" in setup
+
+
+def test_bad_arguments_are_refused_before_anything_is_written(repo, tmp_path, capsys):
+    assert parse_repository("github.com/ORG/NAME") == "ORG/NAME"
+    assert parse_repository("ORG/NAME") == "ORG/NAME"
+    for bad in ("", "github.com/ORG", "https://gitlab.com/ORG/NAME", "ORG/NAME/extra"):
+        with pytest.raises(ValueError, match="expected github.com/ORG/NAME"):
+            parse_repository(bad)
+    assert main(["release", "--repository", "not a repository", "--out", str(tmp_path / "a")]) == 2
+    assert "expected github.com/ORG/NAME" in capsys.readouterr().err and not (tmp_path / "a").exists()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not empty"):
+        release(repo, TARGET, tmp_path / "b")
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["keep.txt"]
+
+
+def test_the_classroom_workflow_grades_in_the_release(repo, released, tmp_path):
+    """The workflow's grading step, run as written in a copy of the release (this checkout
+    standing in for `.grader/`), on a correct and on a wrong notebook 01."""
+    workflow = (released / ".github" / "workflows" / "grade.yml").read_text()
+    step = re.search(r"name: grade the notebooks\n\s+run: \|\n((?:\s{10}.*\n)+)", workflow)
+    assert step, "the workflow's grading step is missing"
+    script = "\n".join(line.strip() for line in step.group(1).splitlines()).replace("python3 ", f"{sys.executable} ")
+    results = {}
+    for label, source in (("right", repo.solutions / "01_self_attention.ipynb"),
+                          ("wrong", repo.sample_class / "dev" / "01_self_attention" / "01_self_attention.ipynb")):
+        work = tmp_path / label
+        shutil.copytree(released, work)
+        (work / ".grader").symlink_to(repo.root)
+        shutil.copyfile(source, work / "course" / "01_self_attention" / "01_self_attention.ipynb")
+        env = {"PATH": "/usr/bin:/bin", "NOTEBOOKS": "course/01_self_attention/01_self_attention.ipynb",
+               "HOME": str(tmp_path)}
+        results[label] = subprocess.run(["bash", "-ec", script], cwd=work, capture_output=True, text=True,
+                                        timeout=600, env=env)
+    assert results["right"].returncode == 0 and "total 11/11" in results["right"].stdout, results["right"]
+    assert results["wrong"].returncode == 1 and "overflows" in results["wrong"].stdout, results["wrong"].stdout
