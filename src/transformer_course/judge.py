@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from .recorder import ANSWER, PROMPT, decode, encode, pack, unpack
+from .recorder import ANSWER, PLAIN, PROMPT, decode, encode, pack, unpack
 
 SOURCE = Path(__file__).with_name("recorder.py")
-_PLAIN = (type(None), bool, int, float, complex, str, bytes, slice, type(Ellipsis), torch.dtype, torch.device)
+_PLAIN = (*PLAIN, slice, type(Ellipsis))  # what goes to the kernel by value (the rest is borrowed)
 _END = object()
 
 
@@ -242,8 +242,6 @@ class Link:
             if name.startswith("#") and _optimizer_of(self.borrowed[int(name[1:])]):
                 return self._synced(lambda: self._forward(ask))
             return self._forward(ask)
-            if "construct" in ask:
-                return encode(self._construct(ask))
         if "construct" in ask:
             return self._construct(ask)
         if "module_forward" in ask:
@@ -358,8 +356,6 @@ class Link:
                  if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
         # backward(), not grad(): a borrowed module's own parameters get their .grad here, as they
         # would in a training step (the inputs' gradients are read off and cleared).
-        for i in inputs:
-            i.grad = None
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs], retain_graph=True)
         found = [i.grad if i.requires_grad else None for i in inputs]

@@ -21,6 +21,7 @@ import base64
 import builtins
 import contextlib
 import io
+import math
 import sys
 import traceback
 from typing import Any
@@ -446,9 +447,7 @@ def unpack(packed: Any) -> list[torch.Tensor | None]:
             continue
         key, shape = entry
         start = offsets.get(key, 0)
-        size = 1
-        for n in shape:
-            size *= int(n)
+        size = math.prod(int(n) for n in shape)
         out.append(flats[key][start:start + size].reshape(shape).clone())
         offsets[key] = start + size
     return out
