@@ -310,6 +310,82 @@ def test_an_optimizer_here_steps_the_kernels_own_parameters(kernel):
     """)[:2] == ("", "")
 
 
+def test_an_optimizer_over_the_kernels_parameters_runs_there_and_its_state_comes_back(kernel):
+    """PyTorch's own optimizer over the kernel's parameters is rebuilt there for the call (its step()
+    costs no request): the result is that of the same optimizer run here, its state (Adam's moments,
+    the step count) comes back after every call, and the copies here get the new values. With a
+    scheduler in the same call, which steps the optimizer here, it stays here."""
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        torch.manual_seed(2)
+        net = torch.nn.Linear(3, 2)
+        def epoch(model, optimizer, batches, scheduler=None):
+            for x in batches:
+                optimizer.zero_grad()
+                (model(x) ** 2).mean().backward()
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+            return type(optimizer).__name__
+    """)
+    assert judge(link, """
+        import torch
+        params = list(net.parameters())
+        twin = torch.nn.Linear(3, 2)
+        with torch.no_grad():
+            for mine, want in zip(twin.parameters(), params):
+                mine.copy_(want)
+        batches = [torch.randn(4, 3) for _ in range(3)]
+        opt = torch.optim.Adam(params, lr=0.1)
+        twin_opt = torch.optim.Adam(twin.parameters(), lr=0.1)
+        for _ in range(2):
+            assert epoch(net, opt, batches) == "Adam"
+            for x in batches:
+                twin_opt.zero_grad()
+                (twin(x) ** 2).mean().backward()
+                twin_opt.step()
+        assert float(opt.state[params[0]]["step"]) == 6, opt.state_dict()["state"]
+        assert torch.allclose(opt.state[params[0]]["exp_avg"], twin_opt.state[next(twin.parameters())]["exp_avg"])
+        for here, there, want in zip(params, net.parameters(), twin.parameters()):
+            assert torch.allclose(here, want, atol=1e-6) and torch.allclose(there, want, atol=1e-6)
+        # A scheduler that halves the rate after each step: the optimizer must stay here to see it.
+        opt = torch.optim.SGD(net.parameters(), lr=1.0)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 ** s)
+        epoch(net, opt, batches[:2], sched)
+        assert opt.param_groups[0]["lr"] == 0.25 and sched.last_epoch == 2
+    """)[:2] == ("", "")
+
+
+def test_attributes_of_the_graders_objects_are_read_again_once_they_change(kernel):
+    """The kernel keeps what it read of a test's object (a decoding loop reads model.pad_id at every
+    step) only until the grader's code changes it: a model that counts its calls is read anew."""
+    _, kc, link = kernel
+    define(kc, """
+        def look(model, x):
+            seen = [model.calls, model.pad_id]
+            model(x)
+            seen.append(model.calls)
+            model.pad_id = 7
+            seen += [model.pad_id, model.calls]
+            return seen
+    """)
+    assert judge(link, """
+        import torch
+        class Counting(torch.nn.Module):
+            pad_id = 0
+            def __init__(self):
+                super().__init__()
+                self.calls = 0
+            def forward(self, x):
+                self.calls += 1
+                return x
+        model = Counting()
+        assert look(model, torch.ones(1)) == [0, 0, 1, 7, 1], look(model, torch.ones(1))
+        assert model.pad_id == 7 and model.calls == 1
+    """)[:2] == ("", "")
+
+
 def test_what_the_students_code_prints_is_in_the_tests_output(kernel):
     _, kc, link = kernel
     define(kc, "def noisy(x):\n    print('debug:', x)\n    return x + 1\n")

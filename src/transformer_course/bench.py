@@ -254,6 +254,12 @@ def _cell_phase(_self: Any, cell: Any, *_: Any) -> str | None:
 def plain_cell_seconds(path: Path, reference: Path) -> float:
     """Seconds the cells of notebook ``path`` take, run top to bottom in a plain kernel (not
     sandboxed, no guard; kernel start not counted)."""
+    return plain_run(path, reference)[0]
+
+
+def plain_run(path: Path, reference: Path) -> tuple[float, int]:
+    """(seconds, cells that raised) of notebook ``path`` run top to bottom in a plain kernel. A
+    baseline is only one while no cell raised: a cell that fails at once costs nothing."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -268,7 +274,8 @@ def plain_cell_seconds(path: Path, reference: Path) -> float:
             start = time.perf_counter()
             client.execute_cell(cell, index)
             total += time.perf_counter() - start if cell.cell_type == "code" else 0.0
-    return total
+    raised = sum(any(o.get("output_type") == "error" for o in c.get("outputs", [])) for c in nb.cells)
+    return total, raised
 
 
 def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) -> dict[str, dict[str, float]]:
@@ -284,7 +291,7 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
     phases: dict[str, dict[str, float]] = {"forked": {}, "fresh": {}, "in the kernel": {}}
     totals = dict.fromkeys(phases, 0.0)
     per_notebook: dict[str, dict[str, float]] = {}
-    plain, count = 0.0, 0
+    plain, count, raised = 0.0, 0, 0
     # "in the kernel": forked, with the checks run in the student's kernel under the guard, as before
     # the judge (COURSE_JUDGE=off), for the ratio before and after.
     judge = {"forked": "on", "fresh": "on", "in the kernel": "off"}
@@ -318,12 +325,14 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
                         grader.grade(student, assignment, path, "", Path(tmp) / "feedback")
                         totals[mode] += time.perf_counter() - start
                         row[mode] += time.perf_counter() - start
-                # The same notebook as graded (answers, visible and hidden tests), in a plain kernel.
-                graded = Path(tmp) / "plain" / assignment.name / f"{assignment.notebook}.ipynb"
-                graded.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(graders["fresh"].autograded(assignment), graded)
-                seconds = plain_cell_seconds(graded, repo.reference)
+                # The same notebook as graded (answers, visible and hidden tests), in a plain kernel, with
+                # the files it imports beside it (course_blocks.py, ...), as the grader has them.
+                folder = Path(tmp) / "plain" / student / assignment.name
+                shutil.copytree(graders["fresh"].autograded(assignment).parent, folder)
+                graded = folder / f"{assignment.notebook}.ipynb"
+                seconds, errors = plain_run(graded, repo.reference)
                 plain += seconds
+                raised += errors
                 row["plain"] += seconds
         forkserver.stop_all()
     result = {}
@@ -333,7 +342,7 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
         into[PHASES[7]] = into.pop("autograde", 0.0) - execute - into.get(PHASES[6], 0.0)
         into["total"] = totals[mode]
         result[mode] = {name: into.get(name, 0.0) / count for name in [*PHASES, "total"]}
-    result["plain"] = {"own cells": plain / count}
+    result["plain"] = {"own cells": plain / count, "cells that raised": raised}
     result["per notebook"] = per_notebook
     return result
 
@@ -373,7 +382,8 @@ def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
               f"{phases['in the kernel'][name]:21.2f}")
     ratio = phases["forked"]["total"] / own
     print(f"  the same notebooks as graded (answers, visible and hidden tests) run top to bottom in a plain "
-          f"kernel: {own:.2f} s of cells (kernel start not counted)")
+          f"kernel: {own:.2f} s of cells (kernel start not counted); cells that raised there: "
+          f"{phases['plain'].get('cells that raised', 0)} (a baseline only at 0)")
     verdict = 'ok' if ratio <= 1.5 else 'OVER TARGET'
     print(f"  grading / the notebook's own cells: {ratio:.2f} (target <= 1.5: {verdict}); with the checks in "
           f"the kernel (COURSE_JUDGE=off): {phases['in the kernel']['total'] / own:.2f}")

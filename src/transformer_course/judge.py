@@ -60,6 +60,9 @@ class Link:
         self._depth = 0  # > 0 while answering a call back: requests then go as its reply
         self.borrowed: list[Any] = []  # the grader's objects passed to the kernel, by number
         self._borrowed_ids: dict[int, int] = {}
+        # Attributes of borrowed objects the kernel keeps until this process next runs code of its own
+        # (a request, or a call back that changed them): (number, name) -> the value it was.
+        self.kept: dict[tuple[int, str], Any] = {}
         self.carried: dict[str, Any] = {}  # names earlier test cells defined
         self.rng: torch.Tensor | None = None  # the kernel's RNG state, as far as this process knows
         self.client.start_channels()
@@ -114,6 +117,7 @@ class Link:
         return self._request(ask)
 
     def _request(self, ask: dict) -> Any:
+        self.kept.clear()  # the kernel forgets them on every request (the test's code may have changed them)
         if self._depth:  # the kernel waits for a call back's reply: the request goes as that reply
             self.client.input(encode({"__request__": encode(ask)}))
             answer = self._await(self._serving, prompt=True)
@@ -166,7 +170,7 @@ class Link:
                 if self.interrupt is not None:
                     self.interrupt()
             with contextlib.suppress(queue.Empty):
-                msg = kc.get_stdin_msg(timeout=0)
+                msg = kc.stdin_channel.get_msg(timeout=0)
                 if msg["header"]["msg_type"] == "input_request":
                     text = str(msg["content"].get("prompt", ""))
                     if not text.startswith(ANSWER):
@@ -180,7 +184,7 @@ class Link:
                 continue
             try:
                 self._wait()
-                msg = kc.get_iopub_msg(timeout=0)
+                msg = kc.iopub_channel.get_msg(timeout=0)
             except queue.Empty:
                 if time.monotonic() - self._checked > 0.5:
                     self._checked = time.monotonic()
@@ -228,11 +232,19 @@ class Link:
             ask = decode(prompt[len(PROMPT):])
             self._depth += 1
             try:
-                return encode(self._call_back(ask))
+                reply = self._call_back(ask)
             finally:
                 self._depth -= 1
         except Exception as exc:  # noqa: BLE001 (the kernel's side raises it in the student's code)
-            return encode({"error": f"{type(exc).__name__}: {exc}"})
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        # The kept attributes this call back's code changed (a model that counts its calls): read again.
+        changed = [key for key, value in self.kept.items()
+                   if getattr(self.borrowed[key[0]], key[1], _END) is not value]
+        for key in changed:
+            del self.kept[key]
+        if changed:
+            reply["forget"] = [list(key) for key in changed]
+        return encode(reply)
 
     def _call_back(self, ask: dict) -> dict:
         if "borrowed" in ask:
@@ -253,7 +265,18 @@ class Link:
         target = self.borrowed[ask["borrowed"]]
         if "getattr" in ask:
             value = getattr(target, ask["getattr"])
+            # A method the object's class defines is the same on every read: the kernel keeps it
+            # (a decoding loop's model.decode then costs a request per call, not two).
+            stable = (getattr(value, "__self__", None) is target and callable(value)
+                      and ask["getattr"] not in getattr(target, "__dict__", {}))
+            # A number or a submodule (lent by reference) can be kept until this process runs code that
+            # changes it; a tensor or a list goes by value, and is read again every time.
+            keep = not stable and not isinstance(value, torch.Tensor | list | tuple | dict | set)
+            if keep:
+                self.kept[(ask["borrowed"], ask["getattr"])] = value
+            return {"value": self.lend_value(value), "stable": stable, "keep": keep}
         elif "setattr" in ask:
+            self.kept.pop((ask["borrowed"], ask["setattr"]), None)
             value = setattr(target, ask["setattr"], self.value(ask["value"]))
         elif "list" in ask:
             value = list(target)
@@ -398,23 +421,80 @@ class Link:
                         "used": [str(u) for u in data.get("used", [])]}
         return data
 
-    def send(self, value: Any, leaves: list[torch.Tensor] | None = None) -> Any:
+    def send(self, value: Any, leaves: list[torch.Tensor] | None = None,
+             moving: dict[int, tuple[torch.optim.Optimizer, list[int]]] | None = None) -> Any:
         """A value for the kernel: proxies by handle, lent functions by name, the rest by value.
-        A tensor that requires grad goes as a leaf of the call (appended to ``leaves``)."""
+        A tensor that requires grad goes as a leaf of the call (appended to ``leaves``). An optimizer
+        in ``moving`` (see :meth:`movable`) goes as its class and state, to be rebuilt there."""
         if isinstance(value, Remote):
             return {"__ref__": object.__getattribute__(value, "_handle")}
+        if moving is not None and id(value) in moving:
+            optimizer, handles = moving[id(value)]
+            return {"__optimizer__": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
+                    "state": optimizer.state_dict(), "handles": handles, "key": id(value)}
         if isinstance(value, torch.Tensor):
             if leaves is not None and value.requires_grad and torch.is_grad_enabled():
                 leaves.append(value)
                 return {"__leaf__": value.detach()}
             return value.detach()
         if isinstance(value, tuple | list):
-            return {"__seq__": [self.send(v, leaves) for v in value], "tuple": isinstance(value, tuple)}
+            return {"__seq__": [self.send(v, leaves, moving) for v in value], "tuple": isinstance(value, tuple)}
         if isinstance(value, dict):
-            return {"__dict__": {k: self.send(v, leaves) for k, v in value.items()}}
+            return {"__dict__": {k: self.send(v, leaves, moving) for k, v in value.items()}}
         if isinstance(value, _PLAIN):
             return value
         return {"__borrowed__": self.borrow(value)}
+
+    def movable(self, values: Any) -> dict[int, tuple[torch.optim.Optimizer, list[int]]]:
+        """The optimizers among ``values`` (a call's arguments) that can run in the kernel for the call:
+        one of PyTorch's own classes, over tensors of the kernel only (a model's parameters read from
+        there), that no other argument holds (a learning-rate scheduler steps the optimizer here).
+        Rebuilt there with its state, it steps the kernel's parameters without a request per
+        ``step()`` and ``zero_grad()``; its state comes back with the call's answer."""
+        found: dict[int, tuple[torch.optim.Optimizer, list[int]]] = {}
+        others: list[Any] = []
+        current = {id(t): h for t, h, _ in self.attached}
+
+        def visit(v: Any) -> None:
+            if isinstance(v, tuple | list):
+                for item in v:
+                    visit(item)
+            elif isinstance(v, dict):
+                for item in v.values():
+                    visit(item)
+            elif isinstance(v, torch.optim.Optimizer) and type(v).__module__.startswith("torch.optim."):
+                params = [p for group in v.param_groups for p in group["params"]]
+                if params and all(id(p) in current for p in params):
+                    found[id(v)] = (v, [current[id(p)] for p in params])
+            elif not isinstance(v, (*_PLAIN, torch.Tensor, Remote)):
+                others.append(v)
+
+        visit(values)
+        for other in others:
+            found.pop(id(getattr(other, "optimizer", None)), None)
+        return found
+
+    def moved_back(self, moving: dict[int, tuple[torch.optim.Optimizer, list[int]]], states: Any) -> None:
+        """The state of the optimizers that ran in the kernel for a call, back into the grader's own
+        (and the new values and gradients of their parameters into the copies here)."""
+        if not isinstance(states, dict):
+            return
+        by_handle = {h: entry for entry in self.attached for h in [entry[1]]}
+        for key, (optimizer, handles) in moving.items():
+            state = states.get(key)
+            if not isinstance(state, dict):
+                continue
+            with contextlib.suppress(Exception):
+                optimizer.load_state_dict(state["state"])
+            values, grads = unpack(state["values"]), unpack(state["grads"])
+            for handle, value, grad in zip(handles, values, grads, strict=True):
+                entry = by_handle[handle]
+                tensor = entry[0]
+                if value is not None and value.shape == tensor.shape and value.dtype == tensor.dtype:
+                    with torch.no_grad():
+                        tensor.copy_(value)
+                tensor.grad = grad if grad is not None and grad.shape == tensor.shape else None
+                entry[2] = tensor._version
 
     def borrow(self, value: Any) -> int:
         """The number under which the kernel knows ``value``, one of the grader's objects (held
@@ -563,10 +643,17 @@ class Remote:
         rng = torch.random.get_rng_state()
         # The kernel's RNG state is sent only when it is not the one the kernel already has.
         same = link.rng is not None and torch.equal(rng, link.rng)
+        moving = link.movable((args, kwargs))
         answer = link.request({"op": "call", "h": object.__getattribute__(self, "_handle"),
-                               "args": link.send(list(args), leaves), "kwargs": link.send(kwargs, leaves),
+                               "args": link.send(list(args), leaves, moving),
+                               "kwargs": link.send(kwargs, leaves, moving),
                                "watch": sorted(watch), "rng": None if same else rng,
                                "device": str(_default_device())})
+        if moving:
+            try:
+                link.moved_back(moving, answer.get("optimizers"))
+            except Exception as exc:  # noqa: BLE001 (the kernel's answer, malformed)
+                raise LinkBroken(f"the optimizer's state could not be read back ({type(exc).__name__})") from None
         called = link.ok(answer, label)
         if not isinstance(called, dict) or not called.get("__called__"):
             raise LinkBroken("the kernel's answer to a call is not one")
@@ -725,6 +812,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
         link.proxies.clear()
         link.borrowed.clear()
         link._borrowed_ids.clear()
+        link.kept.clear()
         with contextlib.suppress(Exception):
             link.request({"op": "unlend"})
             link.request({"op": "release"})

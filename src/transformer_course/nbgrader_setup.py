@@ -329,8 +329,10 @@ class KeepGradesOnCrash(Execute):
             if self._link is None:
                 # The reference the kernel can still see (earlier notebooks' checks need it) must not run
                 # for the student: its folders, from the kernel's PYTHONPATH (workarea.reference_on_path).
+                # Only folders that hold reference code: with every notebook judged there is none, and the
+                # kernel then runs the student's code without a profile hook (which slows every call).
                 folders = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                           if p and (Path(p) / "course_reference").is_dir()]
+                           if p and any((Path(p) / "course_reference").glob("nb[0-9][0-9]_*.py"))]
                 watched = tuple({f.rstrip(os.sep) + os.sep for p in folders for f in (p, str(Path(p).resolve()))})
                 self._link = Link(self.km.blocking_client(), timeout=self.timeout or 60, watched=watched,
                                   interrupt=run_sync(self.km.interrupt_kernel), alive=run_sync(self.km.is_alive))

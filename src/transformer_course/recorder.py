@@ -57,7 +57,7 @@ class Recorder:
         self.watched = tuple(watched)
         # Answers go over the kernel's stdin channel, through the kernel object itself: a notebook
         # that silences its displays or replaces input() does not silence the recorder by accident.
-        self.raw_input = get_ipython().kernel.raw_input
+        self.raw_input = _stdin_round_trip(get_ipython().kernel)
         self.ns = ns
         self.handles: dict[int, Any] = {}
         self.ids: dict[int, int] = {}  # id(object) -> its handle, while held
@@ -67,6 +67,8 @@ class Recorder:
         self.calls: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
         self.missing = object()
         self.borrowed: dict[int, Borrowed] = {}  # the grader's objects passed to the student's code
+        self.moved: dict[int, tuple[torch.optim.Optimizer, list[torch.Tensor]]] = {}  # see optimizer()
+        self.kept: dict[tuple[int, str], Any] = {}  # attributes of borrowed objects (see Borrowed.__getattr__)
 
     # Values out: by value where plain, else by handle.
     def out(self, value: Any) -> Any:
@@ -108,6 +110,8 @@ class Recorder:
                 return leaf
             if "__borrowed__" in value:
                 return self.borrowed_proxy(value["__borrowed__"])
+            if "__optimizer__" in value:  # one of PyTorch's optimizers, over tensors of this kernel
+                return self.optimizer(value)
             if "__gtensor__" in value:  # a tensor of a grader's object (a parameter), with its gradient
                 tensor = value["__gtensor__"].detach().clone().requires_grad_(bool(value.get("requires_grad")))
                 if isinstance(value.get("grad"), torch.Tensor):
@@ -120,6 +124,25 @@ class Recorder:
                 return {k: self.into(v) for k, v in value["__dict__"].items()}
         return value
 
+    def optimizer(self, spec: dict) -> torch.optim.Optimizer:
+        """The grader's optimizer rebuilt here for one call (class and state), over the tensors it
+        steps, which live here: a training loop's ``step()`` and ``zero_grad()`` then cost no request."""
+        if spec["key"] in self.moved:
+            return self.moved[spec["key"]][0]
+        cls = _resolve(spec["__optimizer__"])
+        if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+            raise TypeError(f"{spec['__optimizer__']} is not an optimizer")
+        params = [self.handles[h] for h in spec["handles"]]
+        state = spec["state"]
+        groups, start = [], 0
+        for group in state["param_groups"]:
+            groups.append({"params": params[start:start + len(group["params"])]})
+            start += len(group["params"])
+        optimizer = cls(groups, lr=state["param_groups"][0].get("lr", 1e-3))
+        optimizer.load_state_dict(state)
+        self.moved[spec["key"]] = (optimizer, params)
+        return optimizer
+
     def serve(self) -> None:
         """Carry out requests until the grader sends an empty one. Each answer goes back as a stdin
         prompt (see :data:`ANSWER`) and the grader's reply to it is the next request: one round trip
@@ -131,6 +154,7 @@ class Recorder:
     def answer(self, request: str) -> str:
         """The encoded answer to one encoded request."""
         printed = io.StringIO()  # the student's prints go with the answer, so they keep their place
+        self.kept.clear()  # the grader's code ran since: its objects' attributes are read again
         try:
             ask = decode(request)
             with contextlib.redirect_stdout(printed):
@@ -142,6 +166,12 @@ class Recorder:
                       "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
         if printed.tell():
             answer["printed"] = printed.getvalue()[:100_000]
+        if self.moved:  # the optimizers rebuilt here for this call: their state goes back
+            answer["optimizers"] = {key: {"state": opt.state_dict(),
+                                          "values": pack([p.detach() for p in params]),
+                                          "grads": pack([p.grad for p in params])}
+                                    for key, (opt, params) in self.moved.items()}
+            self.moved = {}
         text = encode(answer)
         if len(text) > MAX_ANSWER_CHARS:
             text = encode({"error": "MemoryError", "message": f"the result is too large to grade "
@@ -360,6 +390,7 @@ class Recorder:
             proxy = object.__new__(Borrowed)
             object.__setattr__(proxy, "_course_b", number)
             object.__setattr__(proxy, "_course_r", self)
+            object.__setattr__(proxy, "_course_methods", {})
             self.borrowed[number] = proxy
         return self.borrowed[number]
 
@@ -369,6 +400,8 @@ class Recorder:
         reply = decode(self.raw_input(PROMPT + encode(question)))
         while isinstance(reply, dict) and "__request__" in reply:
             reply = decode(self.raw_input(ANSWER + self.answer(reply["__request__"])))
+        for number, name in reply.get("forget") or []:  # attributes the grader's code changed meanwhile
+            self.kept.pop((number, name), None)
         if "error" in reply:  # raised in the student's code with its built-in class where it has one
             name, _, message = str(reply["error"]).partition(": ")
             cls = getattr(builtins, name, None)
@@ -391,10 +424,24 @@ class Borrowed:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return Borrowed._course_ask(self, getattr=name)
+        methods = object.__getattribute__(self, "_course_methods")
+        if name in methods:
+            return methods[name]
+        recorder = object.__getattribute__(self, "_course_r")
+        number = object.__getattribute__(self, "_course_b")
+        if (number, name) in recorder.kept:
+            return recorder.kept[(number, name)]
+        reply = recorder.ask({"borrowed": number, "getattr": name})
+        value = recorder.into(reply["value"])
+        if reply.get("stable") is True:  # a method of the object's class: the same on every read
+            methods[name] = value
+        elif reply.get("keep") is True:  # kept until the grader says it changed, or sends a request
+            recorder.kept[(number, name)] = value
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         recorder = object.__getattribute__(self, "_course_r")
+        recorder.kept.pop((object.__getattribute__(self, "_course_b"), name), None)
         Borrowed._course_ask(self, setattr=name, value=recorder.out(value))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -422,6 +469,38 @@ class Borrowed:
 
     def __repr__(self) -> str:
         return f"<the grader's {Borrowed._course_ask(self, type=True)}>"
+
+
+def _stdin_round_trip(kernel: Any) -> Any:
+    """``kernel.raw_input``, without what it does for a person at a keyboard: flushing stdout and
+    stderr through the kernel's output thread before each prompt, and polling in 10 ms steps. A
+    request is then one message each way (a few times faster). Falls back to ``raw_input`` where
+    this kernel's internals differ from ipykernel 6-7's."""
+    try:
+        import zmq
+
+        session, socket = kernel.session, kernel.stdin_socket
+        parent_ident, get_parent = kernel._shell_parent_ident, kernel.get_parent
+        shell_ident = kernel._get_shell_context_var
+    except AttributeError:
+        return kernel.raw_input
+
+    def round_trip(prompt: str) -> str:
+        with contextlib.suppress(zmq.ZMQError):
+            while True:  # stale replies (an interrupted request's) are dropped, as raw_input does
+                socket.recv_multipart(zmq.NOBLOCK)
+        session.send(socket, "input_request", {"prompt": prompt, "password": False}, get_parent("shell"),
+                     ident=shell_ident(parent_ident))
+        while True:
+            if socket.poll(100):  # a timeout, so that an interrupt (KeyboardInterrupt) gets through
+                _, reply = session.recv(socket)
+                if reply is not None:
+                    value = reply.get("content", {}).get("value", "")
+                    if value == "\x04":
+                        raise EOFError
+                    return value
+
+    return round_trip
 
 
 def pack(tensors: list[torch.Tensor | None]) -> Any:
