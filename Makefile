@@ -30,7 +30,7 @@ build: install
 # Grades the sample class, then checks every score, status and feedback keyword against
 # autograder/sample_class.toml: a wrong grade, or a notebook the grader failed on, fails it.
 grade: build
-	$(BIN)/transformer-course grade autograder/submitted --out $(OUT) --timeout $(TIMEOUT)
+	$(BIN)/transformer-course grade autograder/submitted --out $(OUT) --timeout $(TIMEOUT) --deadlines autograder/deadlines.toml
 	$(BIN)/python -m transformer_course.expected $(OUT)
 	$(BIN)/transformer-course report $(OUT)
 

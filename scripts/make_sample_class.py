@@ -707,8 +707,23 @@ def main() -> None:
             if student == "ivy" and assignment == A01:
                 text = text[: len(text) // 2]  # upload cut off half-way: not valid JSON
             (folder / name).write_text(text)
+    write_timestamps()
     print(f"wrote {sum(1 for _ in OUT.rglob('*.ipynb'))} notebooks under {OUT.relative_to(ROOT)}")
 
 
+# When each notebook was handed in, as `nbgrader submit` / `collect` record it (timestamp.txt, UTC):
+# on time for autograder/deadlines.toml (due 2026-12-01T23:59:00+01:00), except LATE.
+ON_TIME = "2026-11-30 18:00:00.000000 UTC"
+LATE = {("cho", "03_multi_head"): "2026-12-03 09:30:00.000000 UTC"}  # 34.5 h late: 2 started days
+
+
+def write_timestamps() -> None:
+    for folder in sorted(p for p in OUT.glob("*/*") if p.is_dir()):
+        stamp = LATE.get((folder.parent.name, folder.name), ON_TIME)
+        (folder / "timestamp.txt").write_text(stamp + "\n")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    write_timestamps() if sys.argv[1:] == ["--timestamps"] else main()

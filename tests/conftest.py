@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from transformer_course.batch import grade_class
+from transformer_course.deadlines import load as load_deadlines
 from transformer_course.layout import Repo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +56,8 @@ def graded(repo: Repo, tmp_path_factory: pytest.TempPathFactory):
             target = submitted / student / assignment.name
             target.mkdir(parents=True)
             shutil.copyfile(source, target / name)
+            (target / "timestamp.txt").write_text("2026-11-30 18:00:00.000000 UTC\n")  # on time
     out = tmp_path_factory.mktemp("graded")
-    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False)
+    deadlines = load_deadlines(repo.autograder / "deadlines.toml", known=[a.name for a in repo.assignments()])
+    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, deadlines=deadlines)
     return {(r.student_id, r.assignment): r for r in results}, out

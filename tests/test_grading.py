@@ -62,7 +62,8 @@ def test_csv_files_have_one_row_per_student_assignment_and_exercise(graded, repo
     students = {s for s, _ in results}
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["student_id", "assignment", "score", "max_score", "status"]
+    assert list(rows[0]) == ["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by",
+                             "late_penalty", "final_score"]
     assert {(r["student_id"], r["assignment"]) for r in rows} == set(results)
     assert len(rows) == len(students) * len(repo.assignments())
     with open(out / "exercises.csv") as f:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime as dt
 import hashlib
+import html
 import io
 import json
 import logging
@@ -44,7 +46,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
 from . import __version__, forkserver, mathjax, sandbox
+from . import deadlines as late
 from .build import convert_sources
+from .deadlines import Deadlines
 from .grade import (
     ExerciseResult,
     Grader,
@@ -194,6 +198,21 @@ class ClassBook:
         else:
             shutil.rmtree(self.root / "submitted" / student / assignment.name, ignore_errors=True)
 
+    def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
+        """The due date, the submission's time and its late penalty in the gradebook, where nbgrader
+        keeps them (naive UTC): the formgrader and ``nbgrader export`` show them."""
+        def utc(when: dt.datetime) -> dt.datetime:
+            return when.astimezone(dt.UTC).replace(tzinfo=None)
+
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            gb.find_assignment(assignment.name).duedate = None if due is None else utc(due)
+            submission = gb.find_submission(assignment.name, result.student_id)
+            if result.submitted_at:
+                submission.timestamp = utc(dt.datetime.fromisoformat(result.submitted_at))
+            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, result.student_id)
+            notebook.late_submission_penalty = result.late_penalty or None
+            gb.db.commit()
+
 
 def _as_result(record: dict) -> SubmissionResult:
     r = record["result"]
@@ -251,7 +270,7 @@ def _quiet(logger: str) -> Iterator[None]:
 def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30, progress: bool = True,
                 workers: int | None = None, scheduler: str | None = None, regrade: bool = False,
                 memory_mb: int = 4096, notebook_timeout: int = 1800,
-                max_output_mb: float = 10.0) -> list[SubmissionResult]:
+                max_output_mb: float = 10.0, deadlines: Deadlines | None = None) -> list[SubmissionResult]:
     """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
 
     Args:
@@ -264,6 +283,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         memory_mb: memory one grading kernel may allocate (MiB; 0 = no limit).
         notebook_timeout: seconds a whole notebook may run; later cells are not run (0 = no limit).
         max_output_mb: output kept of a whole notebook, millions of characters.
+        deadlines: due dates and the late policy (:mod:`.deadlines`); lateness is worked out from
+            the records after grading, so a new deadline grades nothing again.
 
     Returns:
         One result per (student, assignment), sorted by student then assignment.
@@ -278,7 +299,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     with output_lock(out):
         limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
                   "max_output_mb": max_output_mb}
-        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade)
+        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines)
 
 
 class OutputBusy(RuntimeError):
@@ -304,7 +325,7 @@ def output_lock(out: Path) -> Iterator[None]:
 
 
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
-                 scheduler: str | None, regrade: bool) -> list[SubmissionResult]:
+                 scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None) -> list[SubmissionResult]:
     assignments = {a.name: a for a in convert_sources(repo)}
     if unsandboxed := sandbox.warning():
         print(unsandboxed, file=sys.stderr)
@@ -314,8 +335,10 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     version = grader_version(repo, *(limits[k] for k in sorted(limits)))
     records: dict[tuple[str, str], dict] = {}
     tasks, missing = [], []
+    where: dict[tuple[str, str], tuple[Path, Path | None]] = {}  # the submission's folder and notebook
     for student_id, assignment, folder in pairs:
         path, note = find_submission(folder, assignment)
+        where[(student_id, assignment.name)] = (folder, path)
         data = path.read_bytes() if path else None
         fingerprint = hashlib.sha256(
             f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
@@ -364,8 +387,43 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 del _GRADERS[key]  # its work area is gone
             forkserver.stop_all()  # the kernel templates of this process (workers=1) mount it
     results = [_as_result(records[key]) for key in sorted(records)]
+    if deadlines is not None:
+        late.apply(results, where, deadlines)
+        for r in results:
+            if r.status not in ("missing", GRADER_ERROR):
+                assignment = assignments[r.assignment]
+                book.lateness(assignment, r, deadlines.due(r.assignment))
+                _late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
+                             r, deadlines)
     write_csvs(results, out)
     return results
+
+
+BANNER = ("<!-- course: lateness -->", "<!-- /course: lateness -->")
+
+
+def _late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> None:
+    """Say on the feedback page when the notebook was handed in against its due date (replacing what
+    an earlier run said there)."""
+    if not page.is_file():
+        return
+    text = page.read_text()
+    start, end = text.find(BANNER[0]), text.find(BANNER[1])
+    if start >= 0 and end > start:
+        text = text[:start] + text[end + len(BANNER[1]):]
+    due = deadlines.due(result.assignment)
+    if result.submitted_at:
+        said = (f"Handed in {result.submitted_at}, due {due.isoformat(timespec='minutes')}: "
+                + (f"{result.late_by:g} h late; {result.late_penalty:g} points off "
+                   f"({html.escape(deadlines.policy.describe())})." if result.late_by else "on time."))
+    else:
+        said = "When this notebook was handed in is not known."
+    if result.late_note:
+        said += f" ({html.escape(result.late_note)}.)"
+    banner = (f'{BANNER[0]}<div style="border:1px solid #999;padding:.5em;margin:.5em 0;font-family:sans-serif">'
+              f"{said}</div>{BANNER[1]}")
+    at = text.find(">", text.find("<body")) + 1 if "<body" in text else 0
+    atomic_write(page, text[:at] + banner + text[at:])
 
 
 def _log_error(log: Path, task: Task, payload: dict) -> None:
@@ -401,8 +459,11 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     feedback), ``lms.csv`` (one row per student, one column per assignment: the shape Canvas,
     Moodle and Blackboard import) and ``results.json``; each written atomically."""
     atomic_write(out / "grades.csv", _csv(
-        [["student_id", "assignment", "score", "max_score", "status"]]
-        + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status] for r in results]))
+        [["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by", "late_penalty",
+          "final_score"]]
+        + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status, r.submitted_at,
+            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}"]
+           for r in results]))
     atomic_write(out / "exercises.csv", _csv(
         [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
         + [[r.student_id, r.assignment, e.exercise, f"{e.score:g}", f"{e.max_score:g}", e.feedback]
@@ -414,9 +475,10 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     maxima = {a: next(r.max_score for r in results if r.assignment == a) for a in names}
     rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})"]]
     for student, mine in sorted(by_student.items()):
-        scores = [mine[a].score if a in mine else 0.0 for a in names]
+        scores = [mine[a].final_score if a in mine else 0.0 for a in names]
         rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}"])
     atomic_write(out / "lms.csv", _csv(rows))
     atomic_write(out / "results.json", json.dumps(
         [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
-          "exercises": [vars(e) for e in r.exercises]} for r in results], indent=1) + "\n")
+          "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
+          "late_penalty": r.late_penalty, "late_note": r.late_note} for r in results], indent=1) + "\n")

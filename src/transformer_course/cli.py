@@ -37,14 +37,22 @@ def _build(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from .batch import OutputBusy, grade_class
+    from .deadlines import load as load_deadlines
     from .grade import score_table
 
     out = _user_path(args.out)
+    repo = Repo()
+    # Deadlines are read (and a malformed one refused) before any grading starts.
+    deadlines = load_deadlines(_user_path(args.deadlines) if args.deadlines else None, args.due,
+                               known=[a.name for a in repo.assignments()], policy=args.late_policy,
+                               points=args.late_points, percent_per_day=args.late_percent, cap=args.late_cap)
+    if deadlines is not None:
+        print(f"late policy: {deadlines.policy.describe()}", file=sys.stderr)
     try:
-        results = grade_class(_user_path(args.submitted), out, Repo(), timeout=args.timeout,
+        results = grade_class(_user_path(args.submitted), out, repo, timeout=args.timeout,
                               workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
                               memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
-                              max_output_mb=args.max_output)
+                              max_output_mb=args.max_output, deadlines=deadlines)
     except KeyboardInterrupt:
         print(f"\ninterrupted: what was graded is kept in {args.out}/results/; run the same command "
               "again to grade the rest", file=sys.stderr)
@@ -139,6 +147,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds a whole notebook may run; later cells are not run (default 1800; 0 = none)")
     p.add_argument("--max-output", type=float, default=10.0, metavar="MCHARS",
                    help="output kept of a whole notebook, millions of characters (default 10)")
+    p.add_argument("--due", default=None, metavar="WHEN",
+                   help="every assignment's due date, ISO 8601 with its time zone (2026-12-01T23:59:00+01:00); "
+                        "lateness comes from nbgrader's timestamp.txt in each submission folder")
+    p.add_argument("--deadlines", default=None, metavar="FILE",
+                   help="a TOML file of due dates (per assignment too) and the late policy; options here win")
+    p.add_argument("--late-policy", choices=["none", "fixed", "per-day"], default=None,
+                   help="none (default: lateness only reported), fixed (--late-points off a late notebook) or "
+                        "per-day (--late-percent of its points per started day, up to --late-cap percent)")
+    p.add_argument("--late-points", type=float, default=None, metavar="POINTS", help="for --late-policy fixed")
+    p.add_argument("--late-percent", type=float, default=None, metavar="PERCENT",
+                   help="for --late-policy per-day: percent of the notebook's points per started day late")
+    p.add_argument("--late-cap", type=float, default=None, metavar="PERCENT",
+                   help="for --late-policy per-day: at most this percent in all (default 100)")
     p.set_defaults(func=_grade)
 
     p = sub.add_parser("check", help="grade one notebook of your own, without a gradebook")

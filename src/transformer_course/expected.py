@@ -64,6 +64,19 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
                                     f"expected {score:g}; feedback: {got[exercise]['feedback']!r}")
             if extra := sorted(set(got) - set(scores)):
                 problems.append(f"{student} {assignment}: exercises not in the expectations: {extra}")
+            # Lateness (a run with autograder/deadlines.toml): the penalty expected, 0 where none is listed.
+            penalty = float(spec.get("late", {}).get(assignment, 0))
+            got_penalty = float(row.get("late_penalty") or 0)
+            if penalty and not row.get("submitted_at"):
+                problems.append(f"{student} {assignment}: no submission time in grades.csv; expected a late "
+                                f"penalty of {penalty:g} (grade with --deadlines autograder/deadlines.toml)")
+            elif got_penalty != penalty:
+                problems.append(f"{student} {assignment}: late penalty {got_penalty:g}, expected {penalty:g} "
+                                f"(handed in {row.get('submitted_at')}, {row.get('late_by')} h late)")
+            elif "final_score" in row and abs(float(row["final_score"]) - max(0.0, float(row["score"]) - penalty)) \
+                    > 1e-6:
+                problems.append(f"{student} {assignment}: final score {row['final_score']}, expected the score "
+                                f"{row['score']} less {penalty:g}")
             total = sum(float(r["score"]) for r in got.values())
             if float(row["score"]) != total:
                 problems.append(f"{student} {assignment}: grades.csv says {row['score']}, "

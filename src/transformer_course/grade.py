@@ -62,10 +62,20 @@ class SubmissionResult:
     status: str  # graded | missing | invalid | crashed | grader-error (GRADER_ERROR)
     reason: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
+    # Set where the run has a deadline for the assignment (see deadlines.py):
+    submitted_at: str = ""  # ISO 8601, UTC
+    late_by: float = 0.0  # hours after the due date; 0 on time
+    late_penalty: float = 0.0  # points off for lateness (the late policy's)
+    late_note: str = ""  # how the time was found, where not from nbgrader's timestamp.txt
 
     @property
     def score(self) -> float:
         return sum(e.score for e in self.exercises)
+
+    @property
+    def final_score(self) -> float:
+        """The score less the late penalty (never below 0)."""
+        return max(0.0, self.score - self.late_penalty)
 
     @property
     def max_score(self) -> float:
@@ -388,9 +398,10 @@ def score_table(results: list[SubmissionResult]) -> str:
         cells, total, total_max = [], 0.0, 0.0
         for a, c in zip(assignments, cols, strict=True):
             r = by_key[(s, a)]
-            total, total_max = total + r.score, total_max + r.max_score
+            total, total_max = total + r.final_score, total_max + r.max_score
             mark = "" if r.status == "graded" else f" {r.status}"
-            cells.append(f"{r.score:g}/{r.max_score:g}{mark}".ljust(c))
+            mark += f" late -{r.late_penalty:g}" if r.late_penalty else (" late" if r.late_by else "")
+            cells.append(f"{r.final_score:g}/{r.max_score:g}{mark}".ljust(c))
         lines.append("  ".join([s.ljust(width)] + cells + [f"{total:g}/{total_max:g}"]))
     details = []
     for r in results:
@@ -401,6 +412,13 @@ def score_table(results: list[SubmissionResult]) -> str:
                     for e in r.exercises if e.feedback]
     if details:
         lines += ["", "Points lost:"] + details
+    late = [f"  {r.student_id} {r.assignment}: handed in {r.submitted_at}, {r.late_by:g} h after the due date; "
+            f"{r.late_penalty:g} points off" for r in results if r.late_by]
+    notes = [f"  {r.student_id} {r.assignment}: {r.late_note}" for r in results if r.late_note]
+    if late:
+        lines += ["", "Late:"] + late
+    if notes:
+        lines += ["", "Submission times not from nbgrader's timestamp.txt:"] + notes
     return "\n".join(lines)
 
 

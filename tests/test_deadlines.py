@@ -1,0 +1,130 @@
+"""Deadlines and late penalties (transformer-course grade --due / --deadlines): parsing, refusals
+before any grading, the policies, and the submission time (nbgrader's timestamp.txt, else the file's).
+The sample class's late student, through the real path, is in test_grading (sample_class.toml)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pytest
+
+from transformer_course.deadlines import DeadlineError, LatePolicy, apply, late_text, load, parse_due, submitted_at
+from transformer_course.grade import ExerciseResult, SubmissionResult
+
+UTC = dt.UTC
+
+
+def test_a_due_date_needs_its_time_zone_and_says_how_to_write_it():
+    assert parse_due("2026-12-01T23:59:00+01:00", "--due") == dt.datetime(2026, 12, 1, 22, 59, tzinfo=UTC)
+    assert parse_due("2026-12-01T23:59:00Z", "--due") == dt.datetime(2026, 12, 1, 23, 59, tzinfo=UTC)
+    with pytest.raises(DeadlineError, match=r"no time zone; add one, e.g. 2026-12-01T23:59\+01:00"):
+        parse_due("2026-12-01T23:59", "--due")
+    with pytest.raises(DeadlineError, match="not an ISO 8601 date and time"):
+        parse_due("next friday", "--due")
+    with pytest.raises(DeadlineError, match="expected a date and time as a string"):
+        parse_due(20261201, "due")
+
+
+@pytest.mark.parametrize(("policy", "late_hours", "off"), [
+    (LatePolicy("none"), 100, 0.0),
+    (LatePolicy("fixed", points=2), 0.5, 2.0),
+    (LatePolicy("fixed", points=20), 0.5, 7.0),  # never more than the score
+    (LatePolicy("per-day", percent_per_day=10), 1, 1.0),  # a started day counts as a day: 10% of 10
+    (LatePolicy("per-day", percent_per_day=10), 24.01, 2.0),
+    (LatePolicy("per-day", percent_per_day=10, cap=25), 24 * 9, 2.5),  # capped
+    (LatePolicy("per-day", percent_per_day=10, grace_minutes=10), 0.1, 0.0),  # 6 min: within the grace
+    (LatePolicy("per-day", percent_per_day=10, grace_minutes=10), 0.2, 1.0),
+])
+def test_penalties(policy, late_hours, off):
+    assert policy.penalty(7.0, 10.0, dt.timedelta(hours=late_hours)) == pytest.approx(off)
+    assert policy.penalty(7.0, 10.0, dt.timedelta(0)) == 0.0
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"policy": "zero"}, "expected one of none, fixed, per-day"),
+    ({"policy": "fixed"}, "needs points > 0"),
+    ({"policy": "per-day"}, "needs percent_per_day > 0"),
+    ({"policy": "per-day", "percent_per_day": -5}, "must be a number >= 0"),
+    ({"policy": "per-day", "percent_per_day": 5, "cap": 150}, "0-100"),
+])
+def test_a_malformed_policy_is_refused(options, message):
+    with pytest.raises(DeadlineError, match=message):
+        load(None, "2026-12-01T23:59:00Z", **options)
+
+
+def test_a_deadlines_file_per_assignment_and_the_command_line_wins(tmp_path):
+    path = tmp_path / "deadlines.toml"
+    path.write_text('due = "2026-12-01T23:59:00+01:00"\n[assignments]\n"07_training" = "2026-12-15T12:00:00Z"\n'
+                    '[late]\npolicy = "per-day"\npercent_per_day = 10\n')
+    found = load(path, known=["01_self_attention", "07_training"])
+    assert found.due("01_self_attention") == dt.datetime(2026, 12, 1, 22, 59, tzinfo=UTC)
+    assert found.due("07_training") == dt.datetime(2026, 12, 15, 12, tzinfo=UTC)
+    assert found.policy == LatePolicy("per-day", percent_per_day=10)
+    found = load(path, due="2026-12-02T00:00:00Z", known=["01_self_attention", "07_training"], policy="fixed",
+                 points=1.5)
+    assert found.due("01_self_attention") == dt.datetime(2026, 12, 2, tzinfo=UTC)
+    assert found.due("07_training") == dt.datetime(2026, 12, 15, 12, tzinfo=UTC)  # named in the file: its own
+    assert found.policy.kind == "fixed" and found.policy.points == 1.5
+    assert load(None) is None  # no deadline: nothing is reported
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('due = "2026-12-01"\n', "no time zone"),
+    ('due = "2026-12-01T23:59:00Z"\n[assignments]\n"01_self_atention" = "2026-12-01T23:59:00Z"\n',
+     "no assignment named 01_self_atention"),
+    ('due = "2026-12-01T23:59:00Z"\ndeadline = 3\n', "unknown key"),
+    ('due = "2026-12-01T23:59:00Z"\n[late]\npolicy = "per-day"\npercent = 10\n', r"unknown key\(s\) in \[late\]"),
+    ('[late]\npolicy = "fixed"\npoints = 1\n', "needs a due date"),
+    ('due = 2026-12-01T23:59:00Z\n[late\n', "not valid TOML"),
+])
+def test_a_malformed_deadlines_file_is_refused(tmp_path, text, message):
+    path = tmp_path / "deadlines.toml"
+    path.write_text(text)
+    with pytest.raises(DeadlineError, match=message):
+        load(path, known=["01_self_attention"])
+
+
+def test_the_submission_time_is_nbgraders_timestamp_else_the_files_said(tmp_path):
+    notebook = tmp_path / "01_self_attention.ipynb"
+    notebook.write_text("{}")
+    os.utime(notebook, (1_700_000_000, 1_700_000_000))
+    (tmp_path / "timestamp.txt").write_text("2026-12-02 10:30:00.123456 UTC\n")  # as `nbgrader submit` writes it
+    assert submitted_at(tmp_path, notebook) == (dt.datetime(2026, 12, 2, 10, 30, 0, 123456, tzinfo=UTC), "")
+    (tmp_path / "timestamp.txt").write_text("2026-12-02 11:30:00+01:00\n")
+    assert submitted_at(tmp_path, notebook)[0] == dt.datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
+    (tmp_path / "timestamp.txt").write_text("not a time \x00\n")
+    when, note = submitted_at(tmp_path, notebook)
+    assert when == dt.datetime.fromtimestamp(1_700_000_000, UTC)
+    assert note.startswith("timestamp.txt could not be read") and "modification time was used" in note
+    (tmp_path / "timestamp.txt").unlink()
+    assert submitted_at(tmp_path, notebook) == (dt.datetime.fromtimestamp(1_700_000_000, UTC),
+                                                "no timestamp.txt: the notebook file's modification time was used")
+
+
+def test_apply_sets_lateness_on_graded_results_only(tmp_path):
+    deadlines = load(None, "2026-12-01T00:00:00Z", policy="per-day", percent_per_day=10)
+    folders = {}
+    for student, stamp in (("late", "2026-12-02 12:00:00.000000 UTC"), ("early", "2026-11-30 12:00:00.000000 UTC")):
+        folder = tmp_path / student / "01_self_attention"
+        folder.mkdir(parents=True)
+        (folder / "timestamp.txt").write_text(stamp)
+        folders[(student, "01_self_attention")] = (folder, None)
+    results = [SubmissionResult(s, "01_self_attention", status, exercises=[ExerciseResult("softmax", 9.0, 10.0)])
+               for s, status in (("late", "graded"), ("early", "graded"), ("gone", "missing"))]
+    apply(results, folders, deadlines)
+    late, early, gone = results
+    assert (late.submitted_at, late.late_by, late.late_penalty, late.final_score) == (
+        "2026-12-02T12:00:00+00:00", 36.0, 2.0, 7.0)
+    assert (early.late_by, early.late_penalty, early.final_score) == (0.0, 0.0, 9.0)
+    assert (gone.submitted_at, gone.late_penalty) == ("", 0.0)
+    assert late_text(dt.timedelta(hours=36, seconds=1)) == "1 d 12 h 1 min"
+
+
+def test_a_malformed_due_date_is_refused_before_any_grading(tmp_path, capsys):
+    from transformer_course.cli import main
+
+    out = tmp_path / "out"
+    assert main(["grade", str(tmp_path), "--out", str(out), "--due", "2026-12-01 23:59"]) == 2
+    assert "--due: '2026-12-01 23:59' has no time zone" in capsys.readouterr().err
+    assert not out.exists()
