@@ -27,12 +27,13 @@ install: $(STAMP)
 build: install
 	$(BIN)/transformer-course build
 
-# Grades the sample class, then checks every score, status and feedback keyword against
+# Grades the sample class (with autograder/deadlines.toml), writes the class report (late students, similar
+# answers), then checks every score, status, feedback keyword, late penalty and flagged copy against
 # autograder/sample_class.toml: a wrong grade, or a notebook the grader failed on, fails it.
 grade: build
 	$(BIN)/transformer-course grade autograder/submitted --out $(OUT) --timeout $(TIMEOUT) --deadlines autograder/deadlines.toml
-	$(BIN)/python -m transformer_course.expected $(OUT)
 	$(BIN)/transformer-course report $(OUT)
+	$(BIN)/python -m transformer_course.expected $(OUT)
 
 test: install
 	$(BIN)/python -m pytest -q

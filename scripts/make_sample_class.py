@@ -619,6 +619,25 @@ def answers_01(softmax=SOFTMAX_OK, scores=SCORES_OK, self_attention=SELF_ATTENTI
 
 
 # student -> assignment -> answers (None: leave every stub as released), or a special action.
+# The published solution (solutions/02), disguised: locals renamed, comments added, the signature's
+# annotations and the docstring dropped. Scores full marks; the similarity report flags it.
+SDPA_COPIED = '''def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):
+    # my own implementation of eq. 1
+    dim = query.size(-1)
+    # similarity of every query with every key
+    att = query @ key.transpose(-2, -1) / math.sqrt(dim)
+    if mask is not None:
+        att = att.masked_fill(~mask, float("-inf"))  # blocked keys
+    probs = torch.softmax(att, dim=-1)
+
+    if mask is not None:
+        # rows with nothing to attend to
+        probs = probs.masked_fill(~mask, 0.0)
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, p=dropout_p)
+    return probs @ value, probs
+'''
+
 CLASS = {
     "ada": {A01: answers_01(), A02: {"scaled_dot_product_attention": SDPA_OK},
             A03: answers_03(), A04: answers_04(), A05: answers_05(), A06: answers_06(), A07: answers_07()},
@@ -660,6 +679,7 @@ CLASS = {
     "jon": {A01: answers_01(softmax=SOFTMAX_BUILTIN), A02: {"scaled_dot_product_attention": SDPA_MINUS_1E9},
             A03: answers_03(), A04: answers_04(causal=CAUSAL_NO_DIAGONAL), A05: answers_05(module=PE_MODULE_NO_CHECK),
             A06: answers_06(encoder=ENCODER_FINAL_NORM, model=MODEL_LOG_SOFTMAX), A07: answers_07(noam=NOAM_NO_DMODEL, learn=BPE_STRING_REPLACE)},
+    "kai": {A02: {"scaled_dot_product_attention": SDPA_COPIED}},
 }
 
 
@@ -685,9 +705,15 @@ def fill(release: Path, answers: dict[str, str]) -> nbformat.NotebookNode:
     return nb
 
 
-def main() -> None:
-    shutil.rmtree(OUT, ignore_errors=True)
+def main(only: str | None = None) -> None:
+    """Write the class (``only``: that student's folder alone, the others left as they are)."""
+    if only is None:
+        shutil.rmtree(OUT, ignore_errors=True)
+    else:
+        shutil.rmtree(OUT / only, ignore_errors=True)
     for student, work in CLASS.items():
+        if only is not None and student != only:
+            continue
         for assignment, answers in work.items():
             if answers == "missing":
                 continue
@@ -726,4 +752,7 @@ def write_timestamps() -> None:
 if __name__ == "__main__":
     import sys
 
-    write_timestamps() if sys.argv[1:] == ["--timestamps"] else main()
+    if sys.argv[1:] == ["--timestamps"]:
+        write_timestamps()
+    else:
+        main(sys.argv[2] if sys.argv[1:2] == ["--only"] else None)

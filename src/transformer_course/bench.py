@@ -513,6 +513,35 @@ def attack_figures(repo: Repo, timeout: int = 60) -> tuple[int, int, list[str]]:
     return len(results) - len(failed), len(results), failed
 
 
+def similarity_figures(repo: Repo) -> None:
+    """The similarity report on its test class (copiers.py): copiers flagged and honest pairs flagged,
+    at the default threshold and around it (the measurement the default rests on)."""
+    from . import copiers, similarity
+
+    stubs, solutions, assignment_of = {}, {}, {}
+    for assignment in repo.assignments():
+        name = f"{assignment.notebook}.ipynb"
+        for exercise, code in similarity.answer_cells(repo.course / assignment.name / name).items():
+            stubs[exercise], assignment_of[exercise] = code, assignment.name
+        solutions.update(similarity.answer_cells(repo.solutions / name))
+    report = similarity.compare(copiers.test_class(solutions), stubs, solutions, assignment_of)
+    print(f"\nSimilarity report on its test class (copiers.py: honest = both catalogues' correct variants; copiers "
+          f"= the published solution or a classmate renamed, commented, reordered), minimum length "
+          f"{similarity.MIN_CHARS} characters:")
+    for threshold in (0.6, 0.7, similarity.THRESHOLD, 0.8, 0.9):
+        numbers = copiers.figures(report, threshold)
+        mark = " (default)" if threshold == similarity.THRESHOLD else ""
+        print(f"  threshold {threshold:.2f}{mark}: copiers of the solution flagged "
+              f"{numbers['copiers of the solution flagged (%)']:.1f}% of {numbers['copiers of the solution']}, of a "
+              f"classmate {numbers['copiers of a classmate flagged (%)']:.1f}% of {numbers['copiers of a classmate']} "
+              f"(target 100%); independent honest pairs flagged {numbers['independent honest pairs flagged']} of "
+              f"{numbers['independent honest pairs']} (target 0); own-catalogue variant pairs flagged "
+              f"{numbers['own-catalogue variant pairs flagged']} of "
+              f"{numbers['own-catalogue variant pairs (a shared head)']}")
+    print(f"  exercises compared {numbers['exercises compared']}, below the minimum length (skipped) "
+          f"{numbers['exercises below the minimum length (skipped)']}: {', '.join(sorted(report.skipped))}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
     parser.add_argument("--skip-grading", action="store_true", help="skip the catalogue and class grading")
@@ -540,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  NOT DEFENDED {line}")
         if args.sandbox_only:
             return 0
+    similarity_figures(repo)
     if not args.grading_only:
         _model_figures(repo, args.train)
     if args.skip_grading:

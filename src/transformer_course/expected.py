@@ -86,6 +86,15 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
                         if s == student and exercise in rows]
             if not any(words in m for m in messages):
                 problems.append(f"{student} {exercise}: feedback {messages} lacks {words!r}")
+    flagged = set()
+    if (out / "similarity" / "pairs.csv").is_file():
+        flagged = {(r["exercise"], r["a"], r["b"])
+                   for r in _read(out / "similarity" / "pairs.csv") if r["flagged"] == "1"}
+    for student, spec in expected.items():
+        for exercise, other in spec.get("similar", {}).items():
+            if not {(exercise, student, other), (exercise, other, student)} & flagged:
+                problems.append(f"{student} {exercise}: the similarity report (similarity/pairs.csv) does not flag "
+                                f"it with {other!r}")
     if only_expected:
         for student in sorted({s for s, _ in grades} - set(expected)):
             problems.append(f"{student}: graded but not in the expectations")

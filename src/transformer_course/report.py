@@ -107,6 +107,23 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _similarity_section(out: Path) -> str:
+    """The similarity report of the class (``OUT/similarity/``), summed up with a link."""
+    from . import similarity
+
+    if not (out / "nbgrader" / "submitted").is_dir():
+        return "<p>Not compared: no graded answers kept (<code>OUT/nbgrader/submitted/</code>).</p>"
+    report = similarity.from_class(out)
+    similarity.write(report, out / "similarity")
+    rows = [[f"{p.similarity:.0%}", html.escape(p.exercise), html.escape(p.a), html.escape(p.b)]
+            for p in report.flagged]
+    return (f"<p>{len(report.flagged)} pair(s) of answers at or above {report.threshold:.0%} similarity "
+            f"(copydetect's fingerprints, names and layout normalised; {len(report.skipped)} short exercises not "
+            "compared). A lead to read, not a verdict: no grade is changed. Side by side: "
+            "<a href='../similarity/index.html'>similarity/index.html</a>.</p>"
+            + (_table(["similarity", "exercise", "student", "with"], rows) if rows else ""))
+
+
 def build_report(out: Path) -> Path:
     """Write ``OUT/report/index.html`` and its figures; returns the page's path.
 
@@ -142,6 +159,13 @@ def build_report(out: Path) -> Path:
                     html.escape(r["reason"] or "")] for r in results if r["status"] != "graded"]
     unnamed_rows = [[html.escape(a), html.escape(x), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
                     for (a, x), ids in sorted(unnamed.items(), key=lambda item: -len(item[1]))]
+    late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r["submitted_at"]),
+                  f"{r['late_by']:g}", f"{r['late_penalty']:g}", html.escape(r.get("late_note") or "")]
+                 for r in results if r.get("late_by")]
+    timed = any(r.get("submitted_at") for r in results)
+    late_html = (_table(["student", "assignment", "handed in (UTC)", "late by (h)", "points off", "note"], late_rows)
+                 if late_rows else f"<p>{'Everyone handed in on time.' if timed else 'No deadline was given.'}</p>")
+    similar = _similarity_section(out)
     students = sorted({r["student_id"] for r in results})
     images = "".join(f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}'
                      f"</figcaption></figure>" for name, caption in figures)
@@ -161,6 +185,12 @@ built from <code>results.json</code>.</p>
 <h2>Lost points without a named mistake</h2>
 <p>Where the feedback could only say that values differ: the notebook's text or a check may need work.</p>
 {_table(["assignment", "exercise", "students", "who"], unnamed_rows) if unnamed_rows else "<p>None.</p>"}
+<h2>Late</h2>
+<p>From nbgrader's <code>timestamp.txt</code> of each submission, against the run's deadlines
+(<code>--due</code>, <code>--deadlines</code>).</p>
+{late_html}
+<h2>Similar answers</h2>
+{similar}
 <h2>Not graded</h2>
 {_table(["student", "assignment", "status", "why"], status_rows) if status_rows else "<p>Everyone was graded.</p>"}
 </body></html>

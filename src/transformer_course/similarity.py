@@ -1,0 +1,257 @@
+"""Similarity report: ``transformer-course similarity OUT`` (and a section of ``transformer-course report``).
+
+For every exercise, each student's answer cell is compared with every other student's and with the
+published solution's. The matching is copydetect's (https://github.com/blingenf/copydetect): code is
+tokenised by pygments with variable, function and class names, strings, comments and whitespace
+normalised away, then compared by k-gram fingerprints (Schleimer, Wilkerson and Aiken 2003, the method
+of MOSS). Renaming variables, adding comments or reformatting does not hide a copy; the lines that
+match are highlighted side by side on a page per pair.
+
+The release's own stub (signature, docstring, given lines) is boilerplate: what every student was
+given does not count as shared. An exercise whose published answer has fewer than ``min_chars``
+characters of normalised code beyond its stub is skipped and said so: in a one-line answer
+(``make_causal_mask``) honest students converge. The report never changes a grade: it lists pairs
+for the instructor to read.
+
+Reads what ``transformer-course grade`` keeps of the class: ``OUT/nbgrader/submitted/<student>/
+<assignment>/<notebook>.ipynb``. Writes ``OUT/similarity/``: ``index.html`` (ranked pairs),
+``pairs.csv`` and one side-by-side page per pair above the threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import html
+import io
+import itertools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import numpy as np
+
+SOLUTION = "published solution"
+# Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published
+# solution and of another student is at or above it, no honest pair of an exercise above the minimum length.
+THRESHOLD = 0.75
+MIN_CHARS = 60  # characters of an answer's normalised code in fingerprints its stub does not have
+K = 25  # characters per fingerprint (copydetect's default noise threshold)
+
+
+@dataclass
+class Pair:
+    exercise: str
+    assignment: str
+    a: str
+    b: str
+    similarity: float  # the larger of the two shares: how much of one answer the other holds
+    shares: tuple[float, float]
+    slices: tuple[np.ndarray, np.ndarray] = field(repr=False)
+    code: tuple[str, str] = field(repr=False)
+
+
+@dataclass
+class Report:
+    pairs: list[Pair]  # every pair compared, most similar first
+    skipped: dict[str, float]  # exercise -> normalised characters of its published answer (below the minimum)
+    threshold: float
+    min_chars: int
+    short: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers below the minimum
+
+    @property
+    def flagged(self) -> list[Pair]:
+        return [p for p in self.pairs if p.similarity >= self.threshold]
+
+
+def answer_cells(path: Path) -> dict[str, str]:
+    """``grade_id -> code`` of a notebook's answer cells (nbgrader ``solution`` cells); {} where the
+    notebook cannot be read (a cut-off upload is graded as such, and has no answers to compare)."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 (not a notebook: nothing to compare)
+        return {}
+    found = {}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and meta.get("solution") and meta.get("grade_id"):
+            found[str(meta["grade_id"])] = cell.get("source", "")
+    return found
+
+
+def canonical(code: str) -> str:
+    """``code`` as Python's own ``ast.unparse`` lays it out, docstrings dropped: comments, blank lines,
+    line breaks, brackets and quotes as a student left them no longer count (the code as it is, where
+    it does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return code
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[:1] = [ast.Pass()] if len(body) == 1 else []
+    return ast.unparse(tree)
+
+
+def _fingerprint(code: str, boilerplate: np.ndarray | None = None):  # -> copydetect.CodeFingerprint
+    from copydetect import CodeFingerprint
+
+    return CodeFingerprint("answer.py", K, 1, boilerplate=boilerplate, fp=io.StringIO(canonical(code)),
+                           language="python")
+
+
+def _normalised(code: str) -> str:
+    from copydetect.utils import filter_code
+
+    return filter_code(code, "answer.py", "python")[0]
+
+
+def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions: dict[str, str],
+            assignment_of: dict[str, str], threshold: float = THRESHOLD, min_chars: int = MIN_CHARS) -> Report:
+    """Every pair of answers to each exercise, and each answer against the published solution.
+
+    Args:
+        answers: exercise -> {student: answer cell code}.
+        stubs: exercise -> the release's answer cell (boilerplate; an answer equal to it is not attempted).
+        solutions: exercise -> the published solution's answer cell.
+        assignment_of: exercise -> its assignment (notebook).
+    """
+    pairs, skipped, short = [], {}, {}
+    for exercise in sorted(answers):
+        stub = stubs.get(exercise, "")
+        boilerplate = np.array(sorted(_fingerprint(stub).hashes)) if stub else None
+        solution = solutions.get(exercise)
+        if solution is not None:  # characters of its normalised code in fingerprints the stub does not have
+            beyond = float(_fingerprint(solution, boilerplate).token_coverage)
+            if beyond < min_chars:
+                skipped[exercise] = beyond
+                continue
+        attempted = {s: code for s, code in answers[exercise].items()
+                     if _normalised(canonical(code)) != _normalised(canonical(stub))}
+        if solution is not None:
+            attempted[SOLUTION] = solution
+        prints = {s: _fingerprint(code, boilerplate) for s, code in attempted.items()}
+        for student in [s for s, f in prints.items() if f.token_coverage < min_chars]:
+            del prints[student]  # too little of its own to compare: honest answers converge there
+            short.setdefault(exercise, []).append(student)
+        for a, b in itertools.combinations(sorted(prints, key=lambda s: (s == SOLUTION, s)), 2):
+            pairs.append(_pair(exercise, assignment_of.get(exercise, ""), a, b, prints[a], prints[b]))
+    pairs.sort(key=lambda p: (-p.similarity, p.exercise, p.a, p.b))
+    return Report(pairs, skipped, threshold, min_chars, short)
+
+
+def _pair(exercise: str, assignment: str, a: str, b: str, fa, fb) -> Pair:
+    from copydetect import compare_files
+
+    if not fa.hashes or not fb.hashes:  # nothing beyond the stub
+        empty = np.array([[], []], dtype=int)
+        return Pair(exercise, assignment, a, b, 0.0, (0.0, 0.0), (empty, empty), (fa.raw_code, fb.raw_code))
+    _, shares, slices = compare_files(fa, fb)
+    shares = (float(shares[0]), float(shares[1]))
+    return Pair(exercise, assignment, a, b, max(shares), shares, slices, (fa.raw_code, fb.raw_code))
+
+
+def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN001 (layout.Repo)
+               min_chars: int = MIN_CHARS) -> Report:
+    """The report of a graded class: the answers kept in ``OUT/nbgrader/submitted``."""
+    from .layout import Repo
+
+    repo = repo or Repo()
+    answers: dict[str, dict[str, str]] = {}
+    stubs, solutions, assignment_of = {}, {}, {}
+    for assignment in repo.assignments():
+        name = f"{assignment.notebook}.ipynb"
+        for exercise, code in answer_cells(repo.course / assignment.name / name).items():
+            stubs[exercise], assignment_of[exercise] = code, assignment.name
+        solutions.update(answer_cells(repo.solutions / name))
+        for path in sorted((out / "nbgrader" / "submitted").glob(f"*/{assignment.name}/{name}")):
+            student = path.parent.parent.name
+            for exercise, code in answer_cells(path).items():
+                if exercise in stubs:
+                    answers.setdefault(exercise, {})[student] = code
+    return compare(answers, stubs, solutions, assignment_of, threshold, min_chars)
+
+
+PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title><style>
+body {{ font-family: sans-serif; margin: 2em; }} table {{ border-collapse: collapse; }}
+td, th {{ border: 1px solid #ccc; padding: .3em .6em; vertical-align: top; text-align: left; }}
+pre {{ font-size: 13px; white-space: pre-wrap; }} .hl {{ background: #ffd28a; }}
+.cols {{ display: flex; gap: 1em; }} .cols > div {{ flex: 1; min-width: 0; }}
+</style></head><body>{body}</body></html>"""
+
+
+def write(report: Report, folder: Path) -> Path:
+    """``index.html``, ``pairs.csv`` and a page per flagged pair into ``folder``; returns the index."""
+    from copydetect.utils import highlight_overlap
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "pairs.csv", "w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["exercise", "assignment", "a", "b", "similarity", "share_of_a", "share_of_b", "flagged"])
+        for p in report.pairs:
+            writer.writerow([p.exercise, p.assignment, p.a, p.b, f"{p.similarity:.3f}", f"{p.shares[0]:.3f}",
+                             f"{p.shares[1]:.3f}", int(p.similarity >= report.threshold)])
+    rows = []
+    for number, p in enumerate(report.flagged, 1):
+        columns = []
+        for who, code, cut, share in zip((p.a, p.b), p.code, p.slices, p.shares, strict=True):
+            shown = (highlight_overlap(code, cut, '<span class="hl">', "</span>", escape_html=True)[0]
+                     if cut.size else html.escape(code))
+            columns.append(f"<div><h3>{html.escape(who)} ({share:.0%} of it matched)</h3><pre>{shown}</pre></div>")
+        page = f"pair-{number:03d}.html"
+        (folder / page).write_text(PAGE.format(
+            title=f"{p.exercise}: {p.a} and {p.b}",
+            body=f"<p><a href='index.html'>All pairs</a></p><h2>{html.escape(p.exercise)} ({p.assignment}): "
+                 f"{html.escape(p.a)} and {html.escape(p.b)}, similarity {p.similarity:.0%}</h2>"
+                 f"<p>Matched code (names, strings and comments normalised) is highlighted. The stub every "
+                 f"student was given does not count.</p><div class='cols'>{''.join(columns)}</div>"))
+        rows.append(f"<tr><td>{p.similarity:.0%}</td><td>{html.escape(p.exercise)}</td><td>{html.escape(p.a)}</td>"
+                    f"<td>{html.escape(p.b)}</td><td><a href='{page}'>side by side</a></td></tr>")
+    skipped = "".join(f"<li><code>{html.escape(e)}</code> ({n:.0f} characters beyond the stub)</li>"
+                      for e, n in sorted(report.skipped.items()))
+    body = (f"<h1>Similar answers</h1><p>{len(report.flagged)} pair(s) of answers at or above "
+            f"{report.threshold:.0%} similarity, of {len(report.pairs)} compared (copydetect's fingerprints; "
+            "renamed variables, comments and layout do not count). A pair is a lead to read, not a verdict: "
+            "grades are unchanged.</p><table><tr><th>similarity</th><th>exercise</th><th>student</th>"
+            f"<th>with</th><th></th></tr>{''.join(rows)}</table>"
+            f"<h2>Not compared</h2><p>Exercises whose published answer has under {report.min_chars} characters "
+            f"of normalised code beyond the stub, where honest answers converge:</p><ul>{skipped}</ul>")
+    index = folder / "index.html"
+    index.write_text(PAGE.format(title="Similar answers", body=body))
+    return index
+
+
+def summary(report: Report) -> str:
+    lines = [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
+             f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared)"]
+    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="transformer-course similarity", description=__doc__.split("\n")[0])
+    parser.add_argument("out", help="the --out folder of `transformer-course grade`")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD,
+                        help=f"similarity (0-1) from which a pair is listed (default {THRESHOLD})")
+    parser.add_argument("--min-chars", type=int, default=MIN_CHARS,
+                        help=f"skip exercises whose published answer has fewer normalised characters beyond its "
+                             f"stub (default {MIN_CHARS})")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if not (out / "nbgrader" / "submitted").is_dir():
+        print(f"transformer-course similarity: error: {out} holds no graded class (no nbgrader/submitted/); "
+              "run `transformer-course grade SUBMITTED --out OUT` first", file=sys.stderr)
+        return 2
+    report = from_class(out, threshold=args.threshold, min_chars=args.min_chars)
+    index = write(report, out / "similarity")
+    print(summary(report))
+    print(f"similarity: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""The similarity report (transformer-course similarity): what it flags on a test class of honest
+students and copiers (copiers.py), what it does not count, and what it writes. The sample class's
+copier, through `make grade`'s path, is checked by sample_class.toml (`similar`)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from transformer_course import copiers, similarity
+from transformer_course.similarity import SOLUTION, THRESHOLD, answer_cells, canonical, compare
+
+# Honest pairs at or above the default threshold, found by make bench and read one by one: each
+# is two answers that are the same code line for line (an own-catalogue variant written the way
+# the solution or the public source it mirrors is written). A new one fails this test, to be read.
+CONVERGENT = {
+    ("noam_lr", "outside:annotated_rate_with_check", "own:min"),
+    ("train_epoch", "own:clipped", SOLUTION),
+    ("sinusoidal_positional_encoding", "outside:annotated_exp_log", "own:exp_log"),
+}
+
+
+@pytest.fixture(scope="module")
+def course(repo):
+    stubs, solutions, assignment_of = {}, {}, {}
+    for assignment in repo.assignments():
+        name = f"{assignment.notebook}.ipynb"
+        for exercise, code in answer_cells(repo.course / assignment.name / name).items():
+            stubs[exercise], assignment_of[exercise] = code, assignment.name
+        solutions.update(answer_cells(repo.solutions / name))
+    return stubs, solutions, assignment_of
+
+
+@pytest.fixture(scope="module")
+def report(course):
+    stubs, solutions, assignment_of = course
+    return compare(copiers.test_class(solutions), stubs, solutions, assignment_of)
+
+
+def test_every_copier_is_flagged_and_only_the_known_honest_pairs(report):
+    figures = copiers.figures(report, THRESHOLD)
+    assert figures["copiers of the solution"] >= 60 and figures["copiers of a classmate"] >= 60
+    assert figures["copiers of the solution flagged (%)"] == 100
+    assert figures["copiers of a classmate flagged (%)"] == 100
+    flagged = {(p.exercise, p.a, p.b) for p in report.flagged if copiers.independent(p)}
+    assert flagged == CONVERGENT
+    assert figures["independent honest pairs flagged"] == len(CONVERGENT) < figures["independent honest pairs"] / 20
+
+
+def test_short_exercises_are_skipped_and_said(report):
+    # A one-line answer: honest students converge there.
+    assert {"make_padding_mask", "attention_scores", "combine_heads"} <= set(report.skipped)
+    assert not {p.exercise for p in report.pairs} & set(report.skipped)
+    assert {"scaled_dot_product_attention", "beam_search", "MultiHeadAttention"} <= {p.exercise for p in report.pairs}
+
+
+def test_names_comments_layout_and_the_stub_do_not_count(course):
+    stubs, solutions, assignment_of = course
+    solution = solutions["scaled_dot_product_attention"]
+    assert canonical(copiers.commented(solution)) == canonical(solution)
+    disguised = copiers.disguises(solution)["all three"]
+    other = ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n"
+             "    w = torch.einsum('...qd,...kd->...qk', query, key).div(query.shape[-1] ** 0.5)\n"
+             "    if mask is not None:\n        w = w.masked_fill(mask.logical_not(), -torch.inf)\n"
+             "    w = w.softmax(-1).nan_to_num(0.0)\n    w = F.dropout(w, dropout_p) if dropout_p else w\n"
+             "    return torch.einsum('...qk,...kd->...qd', w, value), w\n")
+    stub = stubs["scaled_dot_product_attention"]
+    found = compare({"scaled_dot_product_attention": {"copier": disguised, "own": other, "untouched": stub}},
+                    stubs, solutions, assignment_of)
+    pairs = {(p.a, p.b): p.similarity for p in found.pairs}
+    assert pairs[("copier", SOLUTION)] == pytest.approx(1.0, abs=0.02)
+    assert pairs[("copier", "own")] < 0.3 and pairs[("own", SOLUTION)] < 0.3
+    assert not any("untouched" in pair for pair in pairs)  # the stub as handed out: not attempted
+
+
+def test_the_report_pages(report, tmp_path):
+    index = similarity.write(report, tmp_path)
+    text = index.read_text()
+    assert f"{len(report.flagged)} pair(s) of answers at or above 75%" in text and "make_padding_mask" in text
+    pages = sorted(tmp_path.glob("pair-*.html"))
+    assert len(pages) == len(report.flagged)
+    first = pages[0].read_text()
+    assert first.count('<span class="hl">') >= 2 and "side by side" not in first
+    with open(tmp_path / "pairs.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(report.pairs) and sum(r["flagged"] == "1" for r in rows) == len(report.flagged)
+
+
+def test_an_out_folder_without_a_graded_class_is_refused(tmp_path, capsys):
+    from transformer_course.cli import main
+
+    assert main(["similarity", str(tmp_path)]) == 2
+    assert "holds no graded class" in capsys.readouterr().err
