@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from transformer_course import similarity
 from transformer_course.batch import grade_class
 from transformer_course.deadlines import load as load_deadlines
 from transformer_course.layout import Repo
@@ -60,4 +61,5 @@ def graded(repo: Repo, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("graded")
     deadlines = load_deadlines(repo.autograder / "deadlines.toml", known=[a.name for a in repo.assignments()])
     results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, deadlines=deadlines)
+    similarity.write(similarity.from_class(out, repo), out / "similarity")  # as `transformer-course report` does
     return {(r.student_id, r.assignment): r for r in results}, out
