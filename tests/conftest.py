@@ -38,6 +38,13 @@ def repo() -> Repo:
     return Repo(ROOT)
 
 
+def documentation(root: Path = ROOT) -> str:
+    """The README (the front page), the guides in docs/ and CONTRIBUTING.md, as one text: what the
+    project says of itself, wherever a page says it."""
+    pages = [root / "README.md", root / "CONTRIBUTING.md", *sorted((root / "docs").glob("*.md"))]
+    return "\n\n".join(page.read_text() for page in pages)
+
+
 @pytest.fixture(scope="session")
 def expected() -> dict:
     with open(ROOT / "autograder" / "sample_class.toml", "rb") as f:

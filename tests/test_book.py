@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from transformer_course.book import build_book
+from transformer_course.book import GITHUB_BLOB, build_book
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +46,32 @@ def test_math_renders_offline_and_links_leave_for_the_repository(repo, book):
     assert (html / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
     links = re.findall(r'href="([^"]*course/02_scaled_dot_product[^"]*)"', page)
     assert links and all(link.startswith("https://github.com/") for link in links), links
+
+
+def test_the_guides_come_first_and_their_links_lead_somewhere(repo, book):
+    from transformer_course.book import GUIDES
+
+    html = book.parent
+    intro = (html / "intro.html").read_text()
+    order = [intro.find(f'href="{name}.html"') for _, name in GUIDES] + [intro.find('href="01_self_attention.html"')]
+    assert all(p >= 0 for p in order) and order == sorted(order), order
+    page = (html / "instructors.html").read_text()
+    assert "Deadlines and late penalties" in page and 'href="grader.html"' in page
+    assert f'href="{GITHUB_BLOB}/CONTRIBUTING.md"' not in page  # a guide of the book: its page, not GitHub
+
+
+def test_a_broken_link_in_a_guide_is_found(tmp_path):
+    from transformer_course.book import broken_links
+
+    (tmp_path / "a.html").write_text('<h2 id="here">x</h2><a href="b.html#there">b</a><a href="#here">a</a>'
+                                     '<a href="gone.html">c</a><a href="https://example.org/x.html">d</a>')
+    (tmp_path / "b.html").write_text('<h2 id="elsewhere">b</h2>')
+    assert broken_links(tmp_path, ["a"]) == ["a.html: b.html#there (no such section)", "a.html: gone.html"]
+
+
+def test_guides_link_to_each_other_in_the_book_and_to_the_repository_on_github(repo):
+    from transformer_course.book import guide_text
+
+    text = guide_text(repo, "docs/students.md")
+    assert "](benchmarks.md)" in text and "](intro.md)" in text
+    assert f"]({GITHUB_BLOB}/solutions)" in text and "](../" not in text

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import GRADING_TIMEOUT, ROOT
+from .conftest import GRADING_TIMEOUT, ROOT, documentation
 
-README = (ROOT / "README.md").read_text()
+README = documentation()  # the front page and the guides
 BIN = Path(sys.executable).parent
 # The README says `.venv/bin/transformer-course`; the suite may run from another environment.
 CLI = ".venv/bin/transformer-course"
@@ -32,7 +32,7 @@ def run(command: list[str], cwd: Path, timeout: int = 900) -> subprocess.Complet
 
 
 def said(text: str) -> None:
-    assert text in README, f"the README no longer says {text!r}: update this test with it"
+    assert text in README, f"neither the README nor a guide says {text!r} any more: update this test with it"
 
 
 @pytest.fixture

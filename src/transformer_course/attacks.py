@@ -207,8 +207,8 @@ def _again():
 
 threading.Thread(target=_again, daemon=True).start()
 """
-# Each an attack that still gains points: tests/test_tamper.py expects it to (strict xfail), so a
-# fix shows up there and the README's "Not defended" list must shrink with it. Empty since notebook
+# Each an attack that still gains points: tests/test_tamper.py expects it to (strict xfail), so a fix
+# shows up there and the grader guide's "Not defended" list (docs/grader.md) must shrink with it. Empty since notebook
 # 01's tests are judged in the grader (transformer_course.judge) and its reference is not in the sandbox.
 NOT_DEFENDED: set[str] = set()
 

@@ -1,13 +1,17 @@
-"""``make book``: a static HTML book of the executed solution notebooks, for self-learners.
+"""``make book``: a static HTML book: the guides (``docs/``, ``CONTRIBUTING.md``), then the
+executed solution notebooks.
 
 Jupyter Book 1 (Sphinx + MyST-NB) renders ``solutions/*.ipynb`` as they are committed: no
 notebook is executed again, so the book shows the same figures and training run as the
-repository. Output: ``build/book/_build/html/index.html``.
+repository. The guides are the Markdown pages GitHub shows too; links between them stay links
+in the book, links to the repository's other files go to GitHub, and a link that leads nowhere
+fails the build. Output: ``build/book/_build/html/index.html``.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +28,8 @@ INTRO = """# Build a Transformer
 
 Seven notebooks that build the Transformer of *Attention Is All You Need* (Vaswani et al.,
 2017) piece by piece in PyTorch, then train it to translate German to English on Multi30k.
-These are the **solution notebooks, executed**: every exercise answered, every figure and
+The guides come first (for students, for instructors, the grader, benchmarks, contributing),
+then the **solution notebooks, executed**: every exercise answered, every figure and
 the training run as the course ships them. To work the exercises yourself, open the student
 notebooks in `course/` (JupyterLab, Colab or Binder: see the repository's README).
 
@@ -43,11 +48,38 @@ def _title(notebook: Path) -> str:
     return notebook.stem
 
 
+# The guides, in the book's order: (source in the repository, page name in the book).
+GUIDES = [("docs/students.md", "students"), ("docs/instructors.md", "instructors"), ("docs/grader.md", "grader"),
+          ("docs/benchmarks.md", "benchmarks"), ("CONTRIBUTING.md", "contributing")]
+
+
+def guide_text(repo: Repo, source: str) -> str:
+    """A guide's Markdown for the book: links to other guides point to their pages, links to the
+    repository's other files to GitHub."""
+    folder = (repo.root / source).parent
+    pages = {(repo.root / path).resolve(): name for path, name in GUIDES}
+    pages[(repo.root / "docs" / "README.md").resolve()] = "intro"
+
+    def link(match: re.Match) -> str:
+        path, _, anchor = match.group(1).partition("#")
+        if not path or re.match(r"^[a-z]+:", path):
+            return match.group(0)
+        found = (folder / path).resolve()
+        anchor = f"#{anchor}" if anchor else ""
+        if found in pages:
+            return f"]({pages[found]}.md{anchor})"
+        return f"]({GITHUB_BLOB}/{found.relative_to(repo.root.resolve()).as_posix()}{anchor})"
+
+    return re.sub(r"\]\(([^)\s]+)\)", link, (repo.root / source).read_text())
+
+
 def write_sources(repo: Repo, src: Path) -> list[str]:
-    """The book's source folder: config, table of contents, intro and the solution notebooks.
-    Returns the chapter names, in course order."""
+    """The book's source folder: config, table of contents, intro, the guides and the solution
+    notebooks. Returns the chapter names, in course order."""
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
+    for source, name in GUIDES:
+        (src / f"{name}.md").write_text(guide_text(repo, source))
     chapters = []
     for assignment in repo.assignments():
         notebook = repo.solutions / f"{assignment.notebook}.ipynb"
@@ -59,7 +91,9 @@ def write_sources(repo: Repo, src: Path) -> list[str]:
     local_mathjax = mathjax.install(src / "_static" / "mathjax")  # formulas render offline
     (src / "intro.md").write_text(INTRO)
     (src / "_toc.yml").write_text(
-        "format: jb-book\nroot: intro\nchapters:\n" + "".join(f"  - file: {c}\n" for c in chapters))
+        "format: jb-book\nroot: intro\nparts:\n  - caption: Guides\n    chapters:\n"
+        + "".join(f"      - file: {name}\n" for _, name in GUIDES)
+        + "  - caption: The notebooks\n    chapters:\n" + "".join(f"      - file: {c}\n" for c in chapters))
     (src / "_config.yml").write_text(
         "title: Build a Transformer\n"
         "author: The transformer-course authors\n"
@@ -87,7 +121,27 @@ def build_book(repo: Repo | None = None, out: Path | None = None) -> Path:
     index = out / "_build" / "html" / "index.html"
     if result.returncode != 0 or not index.is_file():
         raise RuntimeError(f"jupyter-book failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    if broken := broken_links(index.parent, [name for _, name in GUIDES] + ["intro"]):
+        raise RuntimeError("the book's guides link to pages or sections that are not there:\n  " + "\n  ".join(broken))
     return index
+
+
+def broken_links(html: Path, pages: list[str]) -> list[str]:
+    """Links of the built ``pages`` to a file of the book that is not there, or to an anchor that no
+    element of its page has: ``page.html: target``."""
+    found = []
+    for page in pages:
+        text = (html / f"{page}.html").read_text()
+        for target in re.findall(r'href="([^"]+)"', text):
+            if re.match(r"^[a-z]+:|^//", target) or target.startswith("_"):
+                continue
+            path, _, anchor = target.partition("#")
+            file = html / path if path else html / f"{page}.html"
+            if not file.is_file():
+                found.append(f"{page}.html: {target}")
+            elif anchor and f'id="{anchor}"' not in file.read_text():
+                found.append(f"{page}.html: {target} (no such section)")
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -643,7 +643,8 @@ class Remote:
         rng = torch.random.get_rng_state()
         # The kernel's RNG state is sent only when it is not the one the kernel already has.
         same = link.rng is not None and torch.equal(rng, link.rng)
-        moving = link.movable((args, kwargs))
+        # (Not from inside a call back: its state would come back with the outer call's answer.)
+        moving = {} if link._depth else link.movable((args, kwargs))
         answer = link.request({"op": "call", "h": object.__getattribute__(self, "_handle"),
                                "args": link.send(list(args), leaves, moving),
                                "kwargs": link.send(kwargs, leaves, moving),

@@ -69,6 +69,7 @@ class Recorder:
         self.borrowed: dict[int, Borrowed] = {}  # the grader's objects passed to the student's code
         self.moved: dict[int, tuple[torch.optim.Optimizer, list[torch.Tensor]]] = {}  # see optimizer()
         self.kept: dict[tuple[int, str], Any] = {}  # attributes of borrowed objects (see Borrowed.__getattr__)
+        self.depth = 0  # requests being answered, nested ones included
 
     # Values out: by value where plain, else by handle.
     def out(self, value: Any) -> Any:
@@ -155,6 +156,7 @@ class Recorder:
         """The encoded answer to one encoded request."""
         printed = io.StringIO()  # the student's prints go with the answer, so they keep their place
         self.kept.clear()  # the grader's code ran since: its objects' attributes are read again
+        self.depth += 1  # > 1: a request the grader sent while it answered a call back of this one
         try:
             ask = decode(request)
             with contextlib.redirect_stdout(printed):
@@ -166,7 +168,8 @@ class Recorder:
                       "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
         if printed.tell():
             answer["printed"] = printed.getvalue()[:100_000]
-        if self.moved:  # the optimizers rebuilt here for this call: their state goes back
+        self.depth -= 1
+        if self.moved and not self.depth:  # the optimizers rebuilt for this call: their state goes back with it
             answer["optimizers"] = {key: {"state": opt.state_dict(),
                                           "values": pack([p.detach() for p in params]),
                                           "grads": pack([p.grad for p in params])}

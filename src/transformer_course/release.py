@@ -5,8 +5,8 @@ files shipped beside them), the data manifests, the environment files and a shor
 Colab and Binder links, every address of the course rewritten to the students' repository (the
 notebooks' set-up cell fetches the shipped files from it in Colab). What they do not get:
 ``solutions/``, ``autograder/`` (the hidden reference, checks and sources), the grader, the
-sample class. The GitHub Classroom workflow of the README comes along, so the output can serve as
-a classroom template repository.
+sample class. The GitHub Classroom workflow of the instructors' guide (docs/instructors.md) comes
+along, so the output can serve as a classroom template repository.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ def parse_repository(text: str) -> str:
 
 
 def classroom_workflow(repo: Repo) -> str:
-    """The README's GitHub Classroom workflow (its ```yaml block), kept in one place."""
-    text = (repo.root / "README.md").read_text()
+    """The instructors' guide's GitHub Classroom workflow (its ```yaml block), kept in one place."""
+    text = (repo.root / "docs" / "instructors.md").read_text()
     start = text.index("**GitHub Classroom.**")
     match = re.search(r"```yaml\n(.*?)```", text[start:], re.S)
     if match is None:
-        raise ValueError("README.md: the GitHub Classroom section has no ```yaml block")
+        raise ValueError("docs/instructors.md: the GitHub Classroom section has no ```yaml block")
     return match.group(1)
 
 
