@@ -22,8 +22,13 @@ def test_a_due_date_needs_its_time_zone_and_says_how_to_write_it():
         parse_due("2026-12-01T23:59", "--due")
     with pytest.raises(DeadlineError, match="not an ISO 8601 date and time"):
         parse_due("next friday", "--due")
-    with pytest.raises(DeadlineError, match="expected a date and time as a string"):
+    with pytest.raises(DeadlineError, match="expected a date and time such as"):
         parse_due(20261201, "due")
+    # A TOML date-time, unquoted: taken as it is, if it has its time zone.
+    aware = dt.datetime(2026, 12, 1, 23, 59, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    assert parse_due(aware, "due") == dt.datetime(2026, 12, 1, 22, 59, tzinfo=UTC)
+    with pytest.raises(DeadlineError, match="has no time zone"):
+        parse_due(dt.datetime(2026, 12, 1, 23, 59), "due")
 
 
 @pytest.mark.parametrize(("policy", "late_hours", "off"), [
@@ -43,9 +48,11 @@ def test_penalties(policy, late_hours, off):
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"policy": "zero"}, "expected one of none, fixed, per-day"),
-    ({"policy": "fixed"}, "needs points > 0"),
-    ({"policy": "per-day"}, "needs percent_per_day > 0"),
-    ({"policy": "per-day", "percent_per_day": -5}, "must be a number >= 0"),
+    ({"policy": "fixed"}, r"needs points off a late notebook: --late-points \(points in \[late\]\)"),
+    ({"policy": "per-day"}, r"needs a percent per day: --late-percent"),
+    ({"policy": "per-day", "percent_per_day": -5}, r"--late-percent \(percent_per_day\) must be a number >= 0"),
+    ({"points": 5}, r"--late-points \(points\) given, but the late policy is none"),  # an amount, no policy
+    ({"percent_per_day": 10, "cap": 30}, "--late-percent .* --late-cap .* given, but the late policy is none"),
     ({"policy": "per-day", "percent_per_day": 5, "cap": 150}, "0-100"),
 ])
 def test_a_malformed_policy_is_refused(options, message):
@@ -53,9 +60,14 @@ def test_a_malformed_policy_is_refused(options, message):
         load(None, "2026-12-01T23:59:00Z", **options)
 
 
+def test_an_amount_without_a_policy_or_a_due_date_is_refused():
+    with pytest.raises(DeadlineError, match="given, but the late policy is none"):
+        load(None, None, percent_per_day=10)
+
+
 def test_a_deadlines_file_per_assignment_and_the_command_line_wins(tmp_path):
     path = tmp_path / "deadlines.toml"
-    path.write_text('due = "2026-12-01T23:59:00+01:00"\n[assignments]\n"07_training" = "2026-12-15T12:00:00Z"\n'
+    path.write_text('due = 2026-12-01T23:59:00+01:00\n[assignments]\n"07_training" = "2026-12-15T12:00:00Z"\n'
                     '[late]\npolicy = "per-day"\npercent_per_day = 10\n')
     found = load(path, known=["01_self_attention", "07_training"])
     assert found.due("01_self_attention") == dt.datetime(2026, 12, 1, 22, 59, tzinfo=UTC)
@@ -74,7 +86,8 @@ def test_a_deadlines_file_per_assignment_and_the_command_line_wins(tmp_path):
     ('due = "2026-12-01T23:59:00Z"\n[assignments]\n"01_self_atention" = "2026-12-01T23:59:00Z"\n',
      "no assignment named 01_self_atention"),
     ('due = "2026-12-01T23:59:00Z"\ndeadline = 3\n', "unknown key"),
-    ('due = "2026-12-01T23:59:00Z"\n[late]\npolicy = "per-day"\npercent = 10\n', r"unknown key\(s\) in \[late\]"),
+    ('due = "2026-12-01T23:59:00Z"\n[late]\npolicy = "per-day"\npercent = 10\n',
+     r"unknown key\(s\) in \[late\]: percent; expected policy, points, percent_per_day"),
     ('[late]\npolicy = "fixed"\npoints = 1\n', "needs a due date"),
     ('due = 2026-12-01T23:59:00Z\n[late\n', "not valid TOML"),
 ])

@@ -78,17 +78,27 @@ def test_the_report_pages(report, tmp_path):
     index = similarity.write(report, tmp_path)
     text = index.read_text()
     assert f"{len(report.flagged)} pair(s) of answers at or above 75%" in text and "make_padding_mask" in text
-    pages = sorted(tmp_path.glob("pair-*.html"))
+    pages = sorted(set(tmp_path.glob("*.html")) - {index})
     assert len(pages) == len(report.flagged)
-    first = pages[0].read_text()
-    assert first.count('<span class="hl">') >= 2 and "side by side" not in first
+    first = (tmp_path / similarity.page_name(report.flagged[0])).read_text()
+    assert first.count('<span class="hl">') >= 2 and "the cell as handed in" in first
+    assert "Answers left as the stub" in text and "By pair of students" in text
     with open(tmp_path / "pairs.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(report.pairs) and sum(r["flagged"] == "1" for r in rows) == len(report.flagged)
+    # A second run with another threshold leaves no page of the first behind.
+    report.threshold = 0.99
+    similarity.write(report, tmp_path)
+    assert len(list(tmp_path.glob("*.html"))) == len(report.flagged) + 1
+    report.threshold = THRESHOLD
 
 
-def test_an_out_folder_without_a_graded_class_is_refused(tmp_path, capsys):
+def test_an_out_folder_without_a_graded_class_or_a_threshold_in_percent_is_refused(tmp_path, capsys):
     from transformer_course.cli import main
 
     assert main(["similarity", str(tmp_path)]) == 2
     assert "holds no graded class" in capsys.readouterr().err
+    (tmp_path / "nbgrader" / "submitted").mkdir(parents=True)
+    for bad in (["--threshold", "75"], ["--threshold", "-1"], ["--min-chars", "-5"]):
+        assert main(["similarity", str(tmp_path), *bad]) == 2
+        assert "0 < threshold <= 1 (e.g. 0.75 for 75%)" in capsys.readouterr().err

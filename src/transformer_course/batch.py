@@ -481,4 +481,5 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     atomic_write(out / "results.json", json.dumps(
         [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
           "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
-          "late_penalty": r.late_penalty, "late_note": r.late_note} for r in results], indent=1) + "\n")
+          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due} for r in results],
+        indent=1) + "\n")

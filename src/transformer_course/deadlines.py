@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 POLICIES = ("none", "fixed", "per-day")
+# Each amount of a policy: the deadlines file's key, and the command line's option.
+OPTION = {"points": "--late-points (points)", "percent_per_day": "--late-percent (percent_per_day)",
+          "cap": "--late-cap (cap)", "grace_minutes": "grace_minutes"}
 TIMESTAMP = "timestamp.txt"  # nbgrader's name, in submitted/<student>/<assignment>/
 EXAMPLE_DUE = "2026-12-01T23:59:00+01:00"
 
@@ -47,8 +50,13 @@ def parse_due(text: Any, where: str) -> dt.datetime:
         DeadlineError: not a string of that form, or without a time zone (a deadline must name one:
             the grader's clock and the students' may be in different zones).
     """
+    if isinstance(text, dt.datetime):  # a TOML date-time, unquoted
+        if text.tzinfo is None:
+            raise DeadlineError(f"{where}: {text.isoformat()} has no time zone; add one, e.g. "
+                                f"{text.isoformat()}+01:00 or {text.isoformat()}Z for UTC")
+        return text.astimezone(dt.UTC)
     if not isinstance(text, str):
-        raise DeadlineError(f"{where}: expected a date and time as a string such as {EXAMPLE_DUE!r}, got {text!r}")
+        raise DeadlineError(f"{where}: expected a date and time such as {EXAMPLE_DUE!r}, got {text!r}")
     try:
         when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
@@ -76,14 +84,20 @@ class LatePolicy:
         for name in ("points", "percent_per_day", "cap", "grace_minutes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                raise DeadlineError(f"late policy: {name} must be a number >= 0, got {value!r}")
+                raise DeadlineError(f"late policy: {OPTION[name]} must be a number >= 0, got {value!r}")
+        amounts = [OPTION[n] for n in ("points", "percent_per_day") if getattr(self, n)] + (
+            [OPTION["cap"]] if self.cap != 100 else [])
+        if self.kind == "none" and amounts:
+            raise DeadlineError(f"{', '.join(amounts)} given, but the late policy is none (nothing is taken off); "
+                                "choose one: --late-policy fixed or per-day (policy in [late])")
         if self.cap > 100:
             raise DeadlineError(f"late policy: cap is a percent of the notebook's points (0-100), got {self.cap!r}")
         if self.kind == "fixed" and self.points == 0:
-            raise DeadlineError("late policy 'fixed' needs points > 0 (--late-points, or points in [late])")
+            raise DeadlineError("late policy 'fixed' needs points off a late notebook: --late-points (points in "
+                                "[late]), a number > 0")
         if self.kind == "per-day" and self.percent_per_day == 0:
-            raise DeadlineError("late policy 'per-day' needs percent_per_day > 0 (--late-percent, or "
-                                "percent_per_day in [late])")
+            raise DeadlineError("late policy 'per-day' needs a percent per day: --late-percent (percent_per_day in "
+                                "[late]), a number > 0")
 
     def penalty(self, score: float, max_score: float, late_by: dt.timedelta) -> float:
         """Points off a notebook that scored ``score`` of ``max_score`` and came ``late_by`` late."""
@@ -158,8 +172,9 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
     options = data.get("late", {})
     if not isinstance(options, dict):
         raise DeadlineError(f"{where}: [late] must be a table (policy, points, percent_per_day, cap, grace_minutes)")
-    if unknown := sorted(set(options) - {"policy", "points", "percent_per_day", "cap", "grace_minutes"}):
-        raise DeadlineError(f"{where}: unknown key(s) in [late]: {', '.join(unknown)}")
+    if unknown := sorted(set(options) - {"policy", *OPTION}):
+        raise DeadlineError(f"{where}: unknown key(s) in [late]: {', '.join(unknown)}; expected policy, "
+                            f"{', '.join(OPTION)}")
     options = {**options, **{k: v for k, v in late.items() if v is not None}}
     kind = options.pop("policy", "none")
     policy = LatePolicy(kind, **options)
@@ -221,6 +236,7 @@ def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | No
         if when is None:
             continue
         result.submitted_at = when.isoformat(timespec="seconds")
+        result.due = due.isoformat(timespec="minutes")
         late_by = max(when - due, dt.timedelta(0))
         result.late_by = round(late_by / dt.timedelta(hours=1), 2)
         result.late_penalty = deadlines.policy.penalty(result.score, result.max_score, late_by)

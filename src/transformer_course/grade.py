@@ -67,6 +67,7 @@ class SubmissionResult:
     late_by: float = 0.0  # hours after the due date; 0 on time
     late_penalty: float = 0.0  # points off for lateness (the late policy's)
     late_note: str = ""  # how the time was found, where not from nbgrader's timestamp.txt
+    due: str = ""  # the assignment's due date, ISO 8601, UTC
 
     @property
     def score(self) -> float:

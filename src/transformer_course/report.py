@@ -116,11 +116,12 @@ def _similarity_section(out: Path) -> str:
     report = similarity.from_class(out)
     similarity.write(report, out / "similarity")
     rows = [[f"{p.similarity:.0%}", html.escape(p.exercise), html.escape(p.a), html.escape(p.b)]
-            for p in report.flagged]
+            for p in report.flagged[:20]]  # the most similar: the rest are on the similarity page
     return (f"<p>{len(report.flagged)} pair(s) of answers at or above {report.threshold:.0%} similarity "
             f"(copydetect's fingerprints, names and layout normalised; {len(report.skipped)} short exercises not "
             "compared). A lead to read, not a verdict: no grade is changed. Side by side: "
-            "<a href='../similarity/index.html'>similarity/index.html</a>.</p>"
+            "<a href='../similarity/index.html'>similarity/index.html</a>"
+            + (f" (the {len(rows)} most similar below)" if len(report.flagged) > len(rows) else "") + ".</p>"
             + (_table(["similarity", "exercise", "student", "with"], rows) if rows else ""))
 
 
@@ -159,11 +160,12 @@ def build_report(out: Path) -> Path:
                     html.escape(r["reason"] or "")] for r in results if r["status"] != "graded"]
     unnamed_rows = [[html.escape(a), html.escape(x), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
                     for (a, x), ids in sorted(unnamed.items(), key=lambda item: -len(item[1]))]
-    late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r["submitted_at"]),
-                  f"{r['late_by']:g}", f"{r['late_penalty']:g}", html.escape(r.get("late_note") or "")]
-                 for r in results if r.get("late_by")]
+    late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r.get("due") or ""),
+                  html.escape(r["submitted_at"]), f"{r['late_by']:g}", f"{r['late_penalty']:g}",
+                  html.escape(r.get("late_note") or "")] for r in results if r.get("late_by")]
     timed = any(r.get("submitted_at") for r in results)
-    late_html = (_table(["student", "assignment", "handed in (UTC)", "late by (h)", "points off", "note"], late_rows)
+    late_html = (_table(["student", "assignment", "due (UTC)", "handed in (UTC)", "late by (h)", "points off", "note"],
+                        late_rows)
                  if late_rows else f"<p>{'Everyone handed in on time.' if timed else 'No deadline was given.'}</p>")
     similar = _similarity_section(out)
     students = sorted({r["student_id"] for r in results})

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import html
 import io
 import itertools
+import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +53,7 @@ class Pair:
     similarity: float  # the larger of the two shares: how much of one answer the other holds
     shares: tuple[float, float]
     slices: tuple[np.ndarray, np.ndarray] = field(repr=False)
-    code: tuple[str, str] = field(repr=False)
+    code: tuple[str, str] = field(repr=False)  # the two cells as handed in
 
 
 @dataclass
@@ -60,6 +63,8 @@ class Report:
     threshold: float
     min_chars: int
     short: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers below the minimum
+    unattempted: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers left as the stub
+    submitted: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, assignment) -> when (UTC)
 
     @property
     def flagged(self) -> list[Pair]:
@@ -120,7 +125,10 @@ def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions
         solutions: exercise -> the published solution's answer cell.
         assignment_of: exercise -> its assignment (notebook).
     """
-    pairs, skipped, short = [], {}, {}
+    if not 0 < threshold <= 1 or min_chars < 0:
+        raise ValueError(f"the threshold is a share of an answer, 0 < threshold <= 1 (e.g. 0.75 for 75%), and the "
+                         f"minimum length a number of characters >= 0; got {threshold!r} and {min_chars!r}")
+    pairs, skipped, short, unattempted = [], {}, {}, {}
     for exercise in sorted(answers):
         stub = stubs.get(exercise, "")
         boilerplate = np.array(sorted(_fingerprint(stub).hashes)) if stub else None
@@ -132,6 +140,8 @@ def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions
                 continue
         attempted = {s: code for s, code in answers[exercise].items()
                      if _normalised(canonical(code)) != _normalised(canonical(stub))}
+        if untouched := sorted(set(answers[exercise]) - set(attempted)):
+            unattempted[exercise] = untouched
         if solution is not None:
             attempted[SOLUTION] = solution
         prints = {s: _fingerprint(code, boilerplate) for s, code in attempted.items()}
@@ -139,20 +149,22 @@ def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions
             del prints[student]  # too little of its own to compare: honest answers converge there
             short.setdefault(exercise, []).append(student)
         for a, b in itertools.combinations(sorted(prints, key=lambda s: (s == SOLUTION, s)), 2):
-            pairs.append(_pair(exercise, assignment_of.get(exercise, ""), a, b, prints[a], prints[b]))
+            pairs.append(_pair(exercise, assignment_of.get(exercise, ""), a, b, prints[a], prints[b],
+                               (attempted[a], attempted[b])))
     pairs.sort(key=lambda p: (-p.similarity, p.exercise, p.a, p.b))
-    return Report(pairs, skipped, threshold, min_chars, short)
+    return Report(pairs, skipped, threshold, min_chars, short, unattempted)
 
 
-def _pair(exercise: str, assignment: str, a: str, b: str, fa, fb) -> Pair:
+def _pair(exercise: str, assignment: str, a: str, b: str, fa, fb, code: tuple[str, str]) -> Pair:
+    """``code``: the two cells as handed in (the fingerprints' slices are in their :func:`canonical` form)."""
     from copydetect import compare_files
 
     if not fa.hashes or not fb.hashes:  # nothing beyond the stub
         empty = np.array([[], []], dtype=int)
-        return Pair(exercise, assignment, a, b, 0.0, (0.0, 0.0), (empty, empty), (fa.raw_code, fb.raw_code))
+        return Pair(exercise, assignment, a, b, 0.0, (0.0, 0.0), (empty, empty), code)
     _, shares, slices = compare_files(fa, fb)
     shares = (float(shares[0]), float(shares[1]))
-    return Pair(exercise, assignment, a, b, max(shares), shares, slices, (fa.raw_code, fb.raw_code))
+    return Pair(exercise, assignment, a, b, max(shares), shares, slices, code)
 
 
 def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN001 (layout.Repo)
@@ -173,7 +185,12 @@ def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN0
             for exercise, code in answer_cells(path).items():
                 if exercise in stubs:
                     answers.setdefault(exercise, {})[student] = code
-    return compare(answers, stubs, solutions, assignment_of, threshold, min_chars)
+    report = compare(answers, stubs, solutions, assignment_of, threshold, min_chars)
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # times only where the run had deadlines
+        for r in json.loads((out / "results.json").read_text()):
+            if r.get("submitted_at"):
+                report.submitted[(r["student_id"], r["assignment"])] = r["submitted_at"]
+    return report
 
 
 PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title><style>
@@ -184,11 +201,19 @@ pre {{ font-size: 13px; white-space: pre-wrap; }} .hl {{ background: #ffd28a; }}
 </style></head><body>{body}</body></html>"""
 
 
+def page_name(pair: Pair) -> str:
+    """The pair's page: named after the exercise and the two students, the same in every run."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{pair.exercise}--{pair.a}--{pair.b}") + ".html"
+
+
 def write(report: Report, folder: Path) -> Path:
-    """``index.html``, ``pairs.csv`` and a page per flagged pair into ``folder``; returns the index."""
+    """``index.html``, ``pairs.csv`` and a page per flagged pair into ``folder`` (an earlier run's
+    pages removed); returns the index."""
     from copydetect.utils import highlight_overlap
 
     folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.html"):
+        old.unlink()
     with open(folder / "pairs.csv", "w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(["exercise", "assignment", "a", "b", "similarity", "share_of_a", "share_of_b", "flagged"])
@@ -196,39 +221,65 @@ def write(report: Report, folder: Path) -> Path:
             writer.writerow([p.exercise, p.assignment, p.a, p.b, f"{p.similarity:.3f}", f"{p.shares[0]:.3f}",
                              f"{p.shares[1]:.3f}", int(p.similarity >= report.threshold)])
     rows = []
-    for number, p in enumerate(report.flagged, 1):
+    for p in report.flagged:
         columns = []
         for who, code, cut, share in zip((p.a, p.b), p.code, p.slices, p.shares, strict=True):
-            shown = (highlight_overlap(code, cut, '<span class="hl">', "</span>", escape_html=True)[0]
-                     if cut.size else html.escape(code))
-            columns.append(f"<div><h3>{html.escape(who)} ({share:.0%} of it matched)</h3><pre>{shown}</pre></div>")
-        page = f"pair-{number:03d}.html"
-        (folder / page).write_text(PAGE.format(
+            shown = (highlight_overlap(canonical(code), cut, '<span class="hl">', "</span>", escape_html=True)[0]
+                     if cut.size else html.escape(canonical(code)))
+            when = report.submitted.get((who, p.assignment))
+            columns.append(f"<div><h3>{html.escape(who)}: {share:.0%} of it matched</h3>"
+                           + (f"<p>handed in {html.escape(when)}</p>" if when else "")
+                           + f"<pre>{shown}</pre><details><summary>the cell as handed in</summary>"
+                           f"<pre>{html.escape(code)}</pre></details></div>")
+        (folder / page_name(p)).write_text(PAGE.format(
             title=f"{p.exercise}: {p.a} and {p.b}",
             body=f"<p><a href='index.html'>All pairs</a></p><h2>{html.escape(p.exercise)} ({p.assignment}): "
                  f"{html.escape(p.a)} and {html.escape(p.b)}, similarity {p.similarity:.0%}</h2>"
-                 f"<p>Matched code (names, strings and comments normalised) is highlighted. The stub every "
-                 f"student was given does not count.</p><div class='cols'>{''.join(columns)}</div>"))
+                 "<p>Each answer is shown as Python lays it out (<code>ast</code>: comments, docstrings and "
+                 "layout removed), its code matched with the other's highlighted; names and strings did not "
+                 "count. What the release's stub already held does not count either. Which of the two came "
+                 "first is not something the code can say: the hand-in times are a hint.</p>"
+                 f"<div class='cols'>{''.join(columns)}</div>"))
         rows.append(f"<tr><td>{p.similarity:.0%}</td><td>{html.escape(p.exercise)}</td><td>{html.escape(p.a)}</td>"
-                    f"<td>{html.escape(p.b)}</td><td><a href='{page}'>side by side</a></td></tr>")
-    skipped = "".join(f"<li><code>{html.escape(e)}</code> ({n:.0f} characters beyond the stub)</li>"
-                      for e, n in sorted(report.skipped.items()))
+                    f"<td>{html.escape(p.b)}</td><td><a href='{page_name(p)}'>side by side</a></td></tr>")
+    by_pair: dict[tuple[str, str], list[Pair]] = {}
+    for p in report.flagged:
+        by_pair.setdefault((p.a, p.b), []).append(p)
+    pair_rows = "".join(
+        f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{len(found)}</td>"
+        f"<td>{html.escape(', '.join(p.exercise for p in found))}</td></tr>"
+        for (a, b), found in sorted(by_pair.items(), key=lambda item: (-len(item[1]), item[0])))
+    skipped = "".join(f"<li><code>{html.escape(e)}</code>: the published answer has {n:.0f} characters of its "
+                      "own</li>" for e, n in sorted(report.skipped.items()))
+    short = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
+                    for e, who in sorted(report.short.items()))
+    untouched = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
+                        for e, who in sorted(report.unattempted.items()))
     body = (f"<h1>Similar answers</h1><p>{len(report.flagged)} pair(s) of answers at or above "
-            f"{report.threshold:.0%} similarity, of {len(report.pairs)} compared (copydetect's fingerprints; "
-            "renamed variables, comments and layout do not count). A pair is a lead to read, not a verdict: "
-            "grades are unchanged.</p><table><tr><th>similarity</th><th>exercise</th><th>student</th>"
-            f"<th>with</th><th></th></tr>{''.join(rows)}</table>"
-            f"<h2>Not compared</h2><p>Exercises whose published answer has under {report.min_chars} characters "
-            f"of normalised code beyond the stub, where honest answers converge:</p><ul>{skipped}</ul>")
+            f"{report.threshold:.0%} similarity, of {len(report.pairs)} compared (copydetect's fingerprints over "
+            "code laid out by Python's ast: renamed variables, comments and layout do not count). A pair is a "
+            "lead to read, not a verdict: grades are unchanged.</p>"
+            "<h2>By pair of students</h2><table><tr><th>student</th><th>with</th><th>exercises flagged</th>"
+            f"<th>which</th></tr>{pair_rows}</table>"
+            "<h2>By exercise, most similar first</h2><table><tr><th>similarity</th><th>exercise</th>"
+            f"<th>student</th><th>with</th><th></th></tr>{''.join(rows)}</table>"
+            f"<h2>Not compared</h2><p>Where an answer has under {report.min_chars} characters of normalised code "
+            "of its own (beyond the stub), honest answers converge. Exercises whose published answer is that "
+            f"short:</p><ul>{skipped or '<li>none</li>'}</ul><p>Answers that short, by exercise:</p>"
+            f"<ul>{short or '<li>none</li>'}</ul><p>Answers left as the stub (not attempted):</p>"
+            f"<ul>{untouched or '<li>none</li>'}</ul>")
     index = folder / "index.html"
     index.write_text(PAGE.format(title="Similar answers", body=body))
     return index
 
 
-def summary(report: Report) -> str:
+def summary(report: Report, most: int = 20) -> str:
+    """The first lines of the report: counts and the ``most`` most similar pairs."""
     lines = [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
              f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared)"]
-    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged]
+    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged[:most]]
+    if len(report.flagged) > most:
+        lines.append(f"  ... and {len(report.flagged) - most} more in similarity/index.html")
     return "\n".join(lines)
 
 
@@ -246,7 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"transformer-course similarity: error: {out} holds no graded class (no nbgrader/submitted/); "
               "run `transformer-course grade SUBMITTED --out OUT` first", file=sys.stderr)
         return 2
-    report = from_class(out, threshold=args.threshold, min_chars=args.min_chars)
+    try:
+        report = from_class(out, threshold=args.threshold, min_chars=args.min_chars)
+    except ValueError as exc:
+        print(f"transformer-course similarity: error: {exc}", file=sys.stderr)
+        return 2
     index = write(report, out / "similarity")
     print(summary(report))
     print(f"similarity: {index}")
