@@ -33,13 +33,13 @@ build: install
 grade: build
 	$(BIN)/transformer-course grade autograder/submitted --out $(OUT) --timeout $(TIMEOUT) --deadlines autograder/deadlines.toml
 	$(BIN)/transformer-course report $(OUT)
-	$(BIN)/python -m transformer_course.expected $(OUT)
+	$(BIN)/python -m transformer_course.quality.expected $(OUT)
 
 test: install
 	$(BIN)/python -m pytest -q
 
 bench: install
-	$(BIN)/python -m transformer_course.bench
+	$(BIN)/python -m transformer_course.quality.bench
 
 # The solution notebooks executed under the oldest and newest torch the course supports
 # (environments in .venv-compat/, about 6 GB each where only CUDA builds can be had).
@@ -51,13 +51,13 @@ compat: install
 
 # A static HTML book of the executed solutions: build/book/_build/html/index.html
 book: install
-	$(BIN)/python -m transformer_course.book
+	$(BIN)/python -m transformer_course.course.book
 
 # Chromium for the browser test (tests/test_browser.py); the test skips, saying why, without it.
 browser: install
 	bash scripts/install_tool.sh chromium chromium "tests/test_browser.py will skip"
 
-# bubblewrap, the sandbox grading kernels run in (src/transformer_course/sandbox.py); without it
+# bubblewrap, the sandbox grading kernels run in (src/transformer_course/grading/sandbox.py); without it
 # the grader runs kernels unsandboxed and says so.
 sandbox:
 	bash scripts/install_tool.sh bubblewrap bwrap "grading runs unsandboxed"

@@ -4,8 +4,8 @@
 # Run `transformer-course build` first: it writes source/*/*.ipynb from the .source.py files.
 from pathlib import Path
 
+from transformer_course.grading.nbgrader_setup import make_config
 from transformer_course.layout import Repo
-from transformer_course.nbgrader_setup import make_config
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 _here = Path(__file__).resolve().parent

@@ -30,9 +30,9 @@ import time
 import tomllib
 from pathlib import Path
 
-from transformer_course.build import convert_sources, run_solution
+from transformer_course.course.build import convert_sources, run_solution
+from transformer_course.grading.workarea import environ
 from transformer_course.layout import Repo
-from transformer_course.workarea import environ
 
 # What the notebooks import (the kernel's side); the grader's packages are not needed there.
 KERNEL_PACKAGES = ["numpy", "matplotlib", "seaborn", "tqdm", "sacrebleu", "sentencepiece", "ipykernel"]

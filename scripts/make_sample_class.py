@@ -14,7 +14,15 @@ from pathlib import Path
 
 import nbformat
 
-from transformer_course.catalogue import APPLY_OK, BEAM_BATCHED, BEAM_OK, BPE_COUNTER, BPE_REGEX, CORRECT, MISTAKES
+from transformer_course.quality.catalogue import (
+    APPLY_OK,
+    BEAM_BATCHED,
+    BEAM_OK,
+    BPE_COUNTER,
+    BPE_REGEX,
+    CORRECT,
+    MISTAKES,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "autograder" / "submitted"

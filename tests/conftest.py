@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from transformer_course import similarity
-from transformer_course.batch import grade_class
-from transformer_course.deadlines import load as load_deadlines
+from transformer_course.grading.batch import grade_class
+from transformer_course.instructors import similarity
+from transformer_course.instructors.deadlines import load as load_deadlines
 from transformer_course.layout import Repo
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from transformer_course.book import GITHUB_BLOB, build_book
+from transformer_course.course.book import GITHUB_BLOB, build_book
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_math_renders_offline_and_links_leave_for_the_repository(repo, book):
 
 
 def test_the_guides_come_first_and_their_links_lead_somewhere(repo, book):
-    from transformer_course.book import GUIDES
+    from transformer_course.course.book import GUIDES
 
     html = book.parent
     intro = (html / "intro.html").read_text()
@@ -61,7 +61,7 @@ def test_the_guides_come_first_and_their_links_lead_somewhere(repo, book):
 
 
 def test_a_broken_link_in_a_guide_is_found(tmp_path):
-    from transformer_course.book import broken_links
+    from transformer_course.course.book import broken_links
 
     (tmp_path / "a.html").write_text('<h2 id="here">x</h2><a href="b.html#there">b</a><a href="#here">a</a>'
                                      '<a href="gone.html">c</a><a href="https://example.org/x.html">d</a>')
@@ -70,7 +70,7 @@ def test_a_broken_link_in_a_guide_is_found(tmp_path):
 
 
 def test_guides_link_to_each_other_in_the_book_and_to_the_repository_on_github(repo):
-    from transformer_course.book import guide_text
+    from transformer_course.course.book import guide_text
 
     text = guide_text(repo, "docs/students.md")
     assert "](benchmarks.md)" in text and "](intro.md)" in text

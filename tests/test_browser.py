@@ -174,7 +174,7 @@ def test_nbgrader_extensions_load(lab, browser):
 
 
 def test_book_first_page_renders(repo, browser, tmp_path):
-    from transformer_course.book import build_book
+    from transformer_course.course.book import build_book
 
     index = build_book(repo, tmp_path / "book")
     page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -199,7 +199,7 @@ def _offline(page) -> None:
 
 def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
     """The README's way to see a graded class: JupyterLab started in OUT/nbgrader, Formgrader."""
-    from transformer_course.batch import grade_class
+    from transformer_course.grading.batch import grade_class
 
     from .conftest import GRADING_TIMEOUT
 
@@ -234,7 +234,7 @@ def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
     page.goto((tmp_path / "out" / "feedback" / "dev" / A01 / f"{A01}.html").as_uri())
     page.wait_for_selector("mjx-container", state="attached", timeout=30_000)  # formulas typeset with no network
     page.screenshot(path=str(SHOTS / "08-feedback-math.png"))
-    from transformer_course.report import build_report
+    from transformer_course.instructors.report import build_report
 
     page.goto(build_report(tmp_path / "out").as_uri())
     page.wait_for_selector("text=Named mistakes")

@@ -10,7 +10,7 @@ import sys
 import nbformat
 import pytest
 
-from transformer_course.build import build, run_solution
+from transformer_course.course.build import build, run_solution
 from transformer_course.layout import BLOCKS_MODULE, Repo
 
 HIDDEN = re.compile(r"### (BEGIN|END) (SOLUTION|HIDDEN TESTS)|course_reference|TRANSFORMER_COURSE_ROOT")
@@ -158,7 +158,7 @@ def test_provided_blocks_hold_only_earlier_notebooks(repo):
 def test_committed_solutions_are_up_to_date_and_kept(repo, tmp_path):
     """Each committed solution ran with today's code and shipped files, so a build keeps it as it
     is (`make grade` leaves solutions/ untouched); a changed code cell means running it again."""
-    from transformer_course.build import _kept_run
+    from transformer_course.course.build import _kept_run
 
     for assignment in repo.assignments():
         committed = repo.solutions / f"{assignment.notebook}.ipynb"

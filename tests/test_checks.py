@@ -18,7 +18,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "reference"))
 
-from transformer_course.catalogue import CHECKS, CORRECT, MISTAKES  # noqa: E402
+from transformer_course.quality.catalogue import CHECKS, CORRECT, MISTAKES  # noqa: E402
 
 
 def namespace(code: str) -> dict:

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from transformer_course import forkserver
 from transformer_course.cli import main
+from transformer_course.grading import forkserver
 
 from .conftest import GRADING_TIMEOUT
 
@@ -31,8 +31,7 @@ def test_check_forks_its_kernel_from_the_template_started_before_the_grader_sets
                                                                                      capsys):
     """`check` starts the kernel template first (it imports torch while this process sets up
     nbgrader); the kernel must then come from that template, not from a second one."""
-    from transformer_course import grade
-
+    from transformer_course.grading import grade
     events = []
     real_server, real_setup = forkserver.ForkServer.__init__, grade.generated_course
 

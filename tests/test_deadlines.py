@@ -9,8 +9,16 @@ import os
 
 import pytest
 
-from transformer_course.deadlines import DeadlineError, LatePolicy, apply, late_text, load, parse_due, submitted_at
-from transformer_course.grade import ExerciseResult, SubmissionResult
+from transformer_course.grading.grade import ExerciseResult, SubmissionResult
+from transformer_course.instructors.deadlines import (
+    DeadlineError,
+    LatePolicy,
+    apply,
+    late_text,
+    load,
+    parse_due,
+    submitted_at,
+)
 
 UTC = dt.UTC
 

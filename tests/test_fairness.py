@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_course.fairness import figures, grade_catalogue
+from transformer_course.quality.fairness import figures, grade_catalogue
 
 from .conftest import GRADING_TIMEOUT
 

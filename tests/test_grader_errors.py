@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from transformer_course import batch
 from transformer_course.cli import main
-from transformer_course.grade import Grader, GraderError
+from transformer_course.grading import batch
+from transformer_course.grading.grade import Grader, GraderError
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR
 
 from .conftest import GRADING_TIMEOUT
@@ -79,7 +79,7 @@ def test_the_guard_cell_has_its_own_timeout(repo):
     """Installing the guard imports torch: a short --timeout for students' cells must not fail it."""
     from nbformat.v4 import new_code_cell
 
-    from transformer_course.nbgrader_setup import KeepGradesOnCrash
+    from transformer_course.grading.nbgrader_setup import KeepGradesOnCrash
 
     client = KeepGradesOnCrash(timeout=2)
     guard = new_code_cell("import course_reference.guard")
@@ -90,7 +90,6 @@ def test_the_guard_cell_has_its_own_timeout(repo):
 
 def test_kept_alembic_head_is_nbgrader_own():
     """The gradebook revision kept in data/cache is the one nbgrader's alembic command gives."""
-    from transformer_course import nbgrader_setup
-
+    from transformer_course.grading import nbgrader_setup
     nbgrader_setup.tools_on_path()
     assert nbgrader_setup.alembic_head() == nbgrader_setup.NBGRADER_ALEMBIC_VERSION()

@@ -12,7 +12,7 @@ import pytest
 def test_sample_class_matches_its_expectations(graded, expected):
     """Every score, status and feedback keyword of autograder/sample_class.toml, read from the
     CSV files an instructor gets (the same comparison CI runs on `make grade`'s output)."""
-    from transformer_course.expected import compare
+    from transformer_course.quality.expected import compare
 
     _, out = graded
     problems = compare(out, expected, only_expected=False)
@@ -20,7 +20,7 @@ def test_sample_class_matches_its_expectations(graded, expected):
 
 
 def test_the_comparison_catches_a_changed_score(graded, expected, tmp_path):
-    from transformer_course.expected import compare
+    from transformer_course.quality.expected import compare
 
     _, out = graded
     for name in ("grades.csv", "exercises.csv"):
@@ -109,7 +109,7 @@ def test_renamed_notebook_is_graded_with_a_note(graded, student):
 
 
 def test_feedback_points_at_a_wrong_upstream_exercise(repo):
-    from transformer_course.grade import ExerciseResult, upstream_note
+    from transformer_course.grading.grade import ExerciseResult, upstream_note
 
     assignment = repo.assignment("03_multi_head")
     assert assignment.upstream["MultiHeadAttention"] == ["split_heads", "combine_heads"]
@@ -125,7 +125,7 @@ def test_feedback_points_at_a_wrong_upstream_exercise(repo):
 
 def test_no_upstream_note_for_an_exercise_that_never_ran(repo):
     """A cell that never ran has no mistake of its own to place (hal: os._exit in self_attention)."""
-    from transformer_course.grade import ExerciseResult, upstream_note
+    from transformer_course.grading.grade import ExerciseResult, upstream_note
 
     assignment = repo.assignment("01_self_attention")
     results = [ExerciseResult("softmax", 3, 3), ExerciseResult("attention_scores", 2, 2),
@@ -152,8 +152,8 @@ def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
 
     import nbformat
 
-    from transformer_course import attacks
-    from transformer_course.batch import grade_class
+    from transformer_course.grading.batch import grade_class
+    from transformer_course.quality import attacks
 
     from .conftest import GRADING_TIMEOUT
 
@@ -179,7 +179,7 @@ def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
 def test_feedback_cuts_a_long_message_but_never_the_note_or_the_conclusion(repo):
     """A check's message may run long (values, shapes) and is cut; the sentence that tells the
     student where the mistake is ("so this mistake is in X itself") is never cut."""
-    from transformer_course.grade import MAX_FEEDBACK, ExerciseResult, compose_feedback, upstream_note
+    from transformer_course.grading.grade import MAX_FEEDBACK, ExerciseResult, compose_feedback, upstream_note
 
     assignment = repo.assignment("03_multi_head")
     long_message = "MultiHeadAttention(...): output differs " + "at index (0, 1, 2) " * 40

@@ -10,9 +10,9 @@ import textwrap
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from transformer_course.judge import Link, run_test
-from transformer_course.nbgrader_setup import trusted_tests
-from transformer_course.workarea import judged, kernel_copy_ignore
+from transformer_course.grading.judge import Link, run_test
+from transformer_course.grading.nbgrader_setup import trusted_tests
+from transformer_course.grading.workarea import judged, kernel_copy_ignore
 
 SOFTMAX = ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
            "    return e / e.sum(dim, keepdim=True)\n")
@@ -143,7 +143,7 @@ def test_a_lent_function_runs_here_with_its_gradient(kernel):
     _, kc, link = kernel
     define(kc, "import torch\ndef twice(x):\n    return helper(x) * 2\ndef helper(x):\n    return x - 100\n")
     assert judge(link, """
-        from transformer_course.judge import Namespace
+        from transformer_course.grading.judge import Namespace
         ns = globals()
         with ns.lend({"helper": lambda x: x.square()}):
             x = torch.tensor([1.0, 3.0], requires_grad=True)

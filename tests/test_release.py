@@ -15,8 +15,8 @@ import textwrap
 import pytest
 
 from transformer_course.cli import main
+from transformer_course.instructors.release import parse_repository, release
 from transformer_course.layout import GITHUB_REPO
-from transformer_course.release import parse_repository, release
 
 TARGET = "my-school/transformers-2027"
 

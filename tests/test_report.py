@@ -8,7 +8,7 @@ import re
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.report import build_report, mistake_of
+from transformer_course.instructors.report import build_report, mistake_of
 
 
 def test_mistake_of_names_the_mistake_and_nothing_else():

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from transformer_course import batch
-from transformer_course.batch import grade_class
+from transformer_course.grading import batch
+from transformer_course.grading.batch import grade_class
 
 from .conftest import GRADING_TIMEOUT
 

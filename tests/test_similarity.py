@@ -8,8 +8,9 @@ import csv
 
 import pytest
 
-from transformer_course import copiers, similarity
-from transformer_course.similarity import SOLUTION, THRESHOLD, answer_cells, canonical, compare
+from transformer_course.instructors import similarity
+from transformer_course.instructors.similarity import SOLUTION, THRESHOLD, answer_cells, canonical, compare
+from transformer_course.quality import copiers
 
 # Honest pairs at or above the default threshold, found by make bench and read one by one: each
 # is two answers that are the same code line for line (an own-catalogue variant written the way

@@ -1,7 +1,7 @@
 """Tampering with the grader from answer cells: each notebook gets the points it earned and no
 more, and the class run goes on. Graded through the real path (`grade_class`, Dask workers).
 
-The attacks on notebook 01 are in ``transformer_course.attacks`` (``make bench`` counts them too).
+The attacks on notebook 01 are in ``transformer_course.quality.attacks`` (``make bench`` counts them too).
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from transformer_course import attacks, forkserver, sandbox
-from transformer_course.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
-from transformer_course.batch import grade_class, output_lock
 from transformer_course.cli import main
-from transformer_course.nbgrader_setup import TOKEN_MIME, guard_token
+from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading.batch import grade_class, output_lock
+from transformer_course.grading.nbgrader_setup import TOKEN_MIME, guard_token
+from transformer_course.quality import attacks
+from transformer_course.quality.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
 
 from .conftest import GRADING_TIMEOUT
 
@@ -55,7 +56,7 @@ def test_the_sandbox_holds_no_reference_of_the_notebook(tampered):
     """A notebook that reads every file its kernel can see (the whole machine as the sandbox shows
     it) finds no reference, solution or checks of notebook 01: its kernel sees the operating
     system and the Python environment only, and notebook 01's checks and reference stay in the
-    grader's process (transformer_course.judge). The paths it found are in the message."""
+    grader's process (transformer_course.grading.judge). The paths it found are in the message."""
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_search_reference" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
@@ -83,7 +84,7 @@ def test_grader_cells_and_tokens_do_not_reach_the_student(tampered):
 
 def test_hidden_tests_do_not_reach_the_kernel_as_cell_source(tampered):
     """An input transformer sees each cell's code before it runs; a judged notebook's test cells
-    never run in the kernel (transformer_course.judge), so it sees none of their code."""
+    never run in the kernel (transformer_course.grading.judge), so it sees none of their code."""
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_peek_at_cells" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
@@ -315,7 +316,7 @@ def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch
     into the forked kernel's shell) and the same points, forked or started fresh."""
     import tempfile as _tempfile
 
-    from transformer_course.grade import Grader
+    from transformer_course.grading.grade import Grader
 
     def shapes(nb):
         return [[(o.get("output_type"), sorted(o.get("data", {}))) for o in c.get("outputs", [])]

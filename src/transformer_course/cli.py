@@ -14,7 +14,7 @@ from pathlib import Path
 # and nbformat never checks (python-jsonschema/jsonschema#1428). Left out, jsonschema skips that format.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
-from .layout import ERRORS_LOG, GRADER_ERROR, Repo  # noqa: E402 (after the line above)
+from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Repo  # noqa: E402 (after the line above)
 
 
 def _user_path(text: str) -> Path:
@@ -25,7 +25,7 @@ def _user_path(text: str) -> Path:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from .build import build
+    from transformer_course.course.build import build
 
     repo = Repo()
     repo.prefer_shared_multi30k()  # a retrained 07 reads the shared copy where there is one
@@ -36,9 +36,9 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .batch import OutputBusy, grade_class
-    from .deadlines import load as load_deadlines
-    from .grade import score_table
+    from transformer_course.grading.batch import OutputBusy, grade_class
+    from transformer_course.grading.grade import score_table
+    from transformer_course.instructors.deadlines import load as load_deadlines
 
     out = _user_path(args.out)
     repo = Repo()
@@ -75,13 +75,13 @@ def _grade(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import tempfile
 
-    from . import workarea
+    from transformer_course.grading import workarea
 
     repo = Repo()
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
         work = Path(tmp) / "nbgrader"
         workarea.create(work, repo)  # its kernel template imports torch while the grader's modules import
-        from .grade import check, exercise_table
+        from transformer_course.grading.grade import check, exercise_table
 
         result = check(_user_path(args.notebook), repo, timeout=args.timeout, work=work, created=True)
     if args.json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
@@ -96,7 +96,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _gradescope(args: argparse.Namespace) -> int:
-    from .gradescope import build_bundle
+    from transformer_course.instructors.gradescope import build_bundle
 
     zipped = build_bundle(args.assignment, _user_path(args.out), Repo(), args.timeout, args.visibility)
     print(f"Gradescope autograder: {zipped} (upload it with the Ubuntu 24.04 base image)")
@@ -104,20 +104,20 @@ def _gradescope(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import build_report
+    from transformer_course.instructors.report import build_report
 
     print(f"report: {build_report(Path(args.out))}")
     return 0
 
 
 def _similarity(args: argparse.Namespace) -> int:
-    from .similarity import main as similarity
+    from transformer_course.instructors.similarity import main as similarity
 
     return similarity([args.out, "--threshold", str(args.threshold), "--min-chars", str(args.min_chars)])
 
 
 def _release(args: argparse.Namespace) -> int:
-    from .release import release
+    from transformer_course.instructors.release import release
 
     files = release(Repo(), args.repository, Path(args.out))
     print(f"wrote {len(files)} files to {args.out}: the students' repository (no solutions, hidden tests or grader)")
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="an empty or new folder to write it to")
     p.set_defaults(func=_release)
 
-    from .similarity import MIN_CHARS, THRESHOLD
+    from transformer_course.instructors.similarity import MIN_CHARS, THRESHOLD
 
     p = sub.add_parser("similarity", help="answers that look copied: every pair of students and the published "
                                           "solutions, per exercise, into OUT/similarity/")

@@ -10,7 +10,7 @@ import torch
 from .. import nb04_masking as ref
 from . import generator, randn, record, reference_for, student_name, tolerance, upstream_from
 
-# These checks run in the grader's process, the student's code in the kernel (transformer_course.judge).
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
 JUDGED = True
 
 SECTION_PADDING = "see section 1, 'Padding masks'"

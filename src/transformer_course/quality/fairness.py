@@ -20,11 +20,11 @@ from pathlib import Path
 
 import nbformat
 
-from . import outside
-from .batch import grade_class
-from .catalogue import CORRECT, MISTAKES
-from .grade import SubmissionResult
-from .layout import Repo
+from transformer_course.grading.batch import grade_class
+from transformer_course.grading.grade import SubmissionResult
+from transformer_course.layout import Repo
+from transformer_course.quality import outside
+from transformer_course.quality.catalogue import CORRECT, MISTAKES
 
 # Students import what they use; the catalogue's code assumes these names.
 IMPORTS = "import math\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n"

@@ -1,6 +1,6 @@
 """The kernel template: a process inside a worker's sandbox that forks grading kernels.
 
-Started by :class:`~transformer_course.forkserver.ForkServer` as ``python -c <this file's text>``
+Started by :class:`~transformer_course.grading.forkserver.ForkServer` as ``python -c <this file's text>``
 (the sandbox hides this repository, so the file itself cannot be imported there). It imports
 what every grading kernel imports (torch, matplotlib, ipykernel: about 2 s of CPU a kernel)
 once, never runs any code of a notebook, and answers one JSON request a line on its stdin:

@@ -109,7 +109,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def _similarity_section(out: Path) -> str:
     """The similarity report of the class (``OUT/similarity/``), summed up with a link."""
-    from . import similarity
+    from transformer_course.instructors import similarity
 
     if not (out / "nbgrader" / "submitted").is_dir():
         return "<p>Not compared: no graded answers kept (<code>OUT/nbgrader/submitted/</code>).</p>"

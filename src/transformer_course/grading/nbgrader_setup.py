@@ -26,8 +26,8 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, Overwri
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
-from .layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
-from .workarea import judged, kernel_mounts
+from transformer_course.grading.workarea import judged, kernel_mounts
+from transformer_course.layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
@@ -141,7 +141,7 @@ class UnguardNotebook(Preprocessor):
     """After execution: drop the guard's cell, give test cells back their source, and fail
     a test cell that neither failed nor carries its valid token (something stopped or
     replaced the runner), or whose checked values do not match the reference's when
-    compared again in this process (:mod:`transformer_course.verify`)."""
+    compared again in this process (:mod:`transformer_course.grading.verify`)."""
 
     enabled = Bool(True)
     source_dir = Unicode("", help="the assignments' source folder: the test cells whose code may run here").tag(
@@ -184,7 +184,7 @@ class UnguardNotebook(Preprocessor):
                 cell.outputs.append(_error("GraderError", "this test did not run to its end under the grader: "
                                            "something in the notebook stopped or replaced it"))
             elif trusted.get(_grade_id(cell)) == original:
-                from . import verify  # torch: imported only when grading
+                from transformer_course.grading import verify  # torch: imported only when grading
 
                 reason = verify.compare(Path(self.reference), notebook, original, str(valid[0].get("record", "")))
                 if reason:
@@ -231,14 +231,16 @@ class KeepGradesOnCrash(Execute):
     max_total_output_chars = Integer(10_000_000, help="characters of output kept for the notebook").tag(config=True)
     max_notebook_s = Integer(1800, help="seconds the whole notebook may run (0 = no limit)").tag(config=True)
     guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
-    sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.sandbox)").tag(config=True)
+    sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.grading.sandbox)"
+                     ).tag(config=True)
     reference = Unicode("", help="folder holding course_reference: the test cells of a notebook whose checks "
-                        "are judged here (transformer_course.judge) run in this process against it").tag(config=True)
+                        "are judged here (transformer_course.grading.judge) run in this process against it"
+                        ).tag(config=True)
 
     def __init__(self, **kw):
         super().__init__(**kw)
         if self.sandboxed:  # nbgrader's Execute fixes the manager class at init, whatever the config says
-            from .sandbox import SandboxedKernelManager
+            from transformer_course.grading.kernels import SandboxedKernelManager
 
             self.kernel_manager_class = SandboxedKernelManager
 
@@ -321,7 +323,7 @@ class KeepGradesOnCrash(Execute):
 
     def _judge(self, cell, resources, index):
         """Run the test cell here, its calls into the student's code going to the kernel (:mod:`.judge`)."""
-        from .judge import Link, LinkBroken, run_test
+        from transformer_course.grading.judge import Link, LinkBroken, run_test
 
         cell.metadata["course_judged"] = True
         source = cell.metadata["course_guard_source"]
@@ -467,7 +469,7 @@ def alembic_head() -> str:
         import nbgrader
         from nbgrader import api
 
-        path = Path(__file__).resolve().parents[2] / "data" / "cache" / f"nbgrader-{nbgrader.__version__}-alembic-head"
+        path = Path(__file__).resolve().parents[3] / "data" / "cache" / f"nbgrader-{nbgrader.__version__}-alembic-head"
         try:
             head = path.read_text().strip()
         except OSError:

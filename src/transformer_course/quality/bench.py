@@ -38,10 +38,10 @@ from typing import Any
 
 import torch
 
-from .build import convert_sources, run_solution
-from .layout import Repo
-from .nbgrader_setup import tools_on_path
-from .workarea import environ, reference_on_path
+from transformer_course.course.build import convert_sources, run_solution
+from transformer_course.grading.nbgrader_setup import tools_on_path
+from transformer_course.grading.workarea import environ, reference_on_path
+from transformer_course.layout import Repo
 
 # Students of the sample class whose notebooks run to the end (no endless loop, no crash):
 # the comparison is about grading overhead, not about waiting out a timeout.
@@ -150,7 +150,7 @@ def make_class(repo: Repo, target: Path, students: int = 30) -> int:
 def _bare_scores(root: Path, repo: Repo) -> dict[tuple[str, str], dict[str, float]]:
     from nbgrader.api import Gradebook
 
-    from .layout import COURSE_ID
+    from transformer_course.layout import COURSE_ID
 
     scores = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
@@ -175,7 +175,7 @@ def time_grading(repo: Repo, timeout: int = 30, students: int = 30) -> dict[str,
         (bare / "nbgrader_config.py").write_text(
             "from pathlib import Path\n"
             "from transformer_course.layout import Repo\n"
-            "from transformer_course.nbgrader_setup import make_config\n"
+            "from transformer_course.grading.nbgrader_setup import make_config\n"
             f"c.merge(make_config(Path({str(bare)!r}), Repo(Path({str(repo.root)!r})), {timeout}))\n"
         )
         nbgrader = str(bin_dir / "nbgrader")
@@ -263,7 +263,7 @@ def plain_run(path: Path, reference: Path) -> tuple[float, int]:
     import nbformat
     from nbclient import NotebookClient
 
-    from .nbgrader_setup import KERNEL_ARGS
+    from transformer_course.grading.nbgrader_setup import KERNEL_ARGS
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, extra_arguments=KERNEL_ARGS,
@@ -284,9 +284,9 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
     and the seconds the same notebooks' own cells take in a plain kernel."""
     from nbclient import NotebookClient
 
-    from . import forkserver
-    from .grade import Grader
-    from .nbgrader_setup import KeepGradesOnCrash, UnguardNotebook
+    from transformer_course.grading import forkserver
+    from transformer_course.grading.grade import Grader
+    from transformer_course.grading.nbgrader_setup import KeepGradesOnCrash, UnguardNotebook
 
     phases: dict[str, dict[str, float]] = {"forked": {}, "fresh": {}, "in the kernel": {}}
     totals = dict.fromkeys(phases, 0.0)
@@ -395,7 +395,7 @@ def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
 
 def catalogue_figures(repo: Repo, timeout: int = 20) -> dict[str, dict[str, float]]:
     """The own and the outside catalogue graded through the real path (fairness.py), figures apart."""
-    from .fairness import figures, grade_catalogue
+    from transformer_course.quality.fairness import figures, grade_catalogue
 
     with tempfile.TemporaryDirectory(prefix="tc-catalogue-") as tmp:
         found, collateral = grade_catalogue(repo, Path(tmp), timeout=timeout)
@@ -459,7 +459,7 @@ def _model_figures(repo: Repo, train: bool) -> None:
     if train:
         import nbformat
 
-        from .build import run_solution as run
+        from transformer_course.course.build import run_solution as run
 
         nb = run(repo.assignment("07_training"))
         nbformat.write(nb, repo.solutions / "07_training.ipynb")
@@ -471,8 +471,8 @@ def _model_figures(repo: Repo, train: bool) -> None:
 def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, float]:
     """Seconds per notebook grading the seven solutions in one process, with and without the
     sandbox, interleaved (off, on, off, on, ...) so that both see the same machine."""
-    from . import sandbox
-    from .batch import grade_class
+    from transformer_course.grading import sandbox
+    from transformer_course.grading.batch import grade_class
 
     if sandbox.bwrap() is None:
         return {}
@@ -497,8 +497,8 @@ def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, fl
 
 def attack_figures(repo: Repo, timeout: int = 60) -> tuple[int, int, list[str]]:
     """The attacks of ``attacks.py`` graded through the real path: (defended, of how many, what failed)."""
-    from . import attacks
-    from .batch import grade_class
+    from transformer_course.grading.batch import grade_class
+    from transformer_course.quality import attacks
 
     with tempfile.TemporaryDirectory(prefix="tc-bench-attacks-") as tmp:
         attacks.write_class(repo, Path(tmp) / "in")
@@ -516,7 +516,8 @@ def attack_figures(repo: Repo, timeout: int = 60) -> tuple[int, int, list[str]]:
 def similarity_figures(repo: Repo) -> None:
     """The similarity report on its test class (copiers.py): copiers flagged and honest pairs flagged,
     at the default threshold and around it (the measurement the default rests on)."""
-    from . import copiers, similarity
+    from transformer_course.instructors import similarity
+    from transformer_course.quality import copiers
 
     stubs, solutions, assignment_of = {}, {}, {}
     for assignment in repo.assignments():
@@ -543,7 +544,7 @@ def similarity_figures(repo: Repo) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m transformer_course.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.quality.bench", description=__doc__)
     parser.add_argument("--skip-grading", action="store_true", help="skip the catalogue and class grading")
     parser.add_argument("--grading-only", action="store_true", help="only the catalogue and class grading")
     parser.add_argument("--sandbox-only", action="store_true", help="only the sandbox's overhead and the attacks")

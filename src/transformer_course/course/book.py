@@ -19,8 +19,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import mathjax
-from .layout import GITHUB_REPO, Repo
+from transformer_course.course import mathjax
+from transformer_course.layout import GITHUB_REPO, Repo
 
 GITHUB_BLOB = f"https://github.com/{GITHUB_REPO}/blob/main"
 
@@ -145,7 +145,7 @@ def broken_links(html: Path, pages: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m transformer_course.book", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.course.book", description=__doc__)
     parser.add_argument("--out", default=None, help="output folder (default build/book)")
     args = parser.parse_args(argv)
     index = build_book(out=Path(args.out) if args.out else None)

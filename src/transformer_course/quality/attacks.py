@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell
 
-from .layout import Repo
+from transformer_course.layout import Repo
 
 A01 = "01_self_attention"
 FULL = {"softmax": 3, "attention_scores": 2, "self_attention": 3, "SelfAttention": 3}
@@ -209,7 +209,7 @@ threading.Thread(target=_again, daemon=True).start()
 """
 # Each an attack that still gains points: tests/test_tamper.py expects it to (strict xfail), so a fix
 # shows up there and the grader guide's "Not defended" list (docs/grader.md) must shrink with it. Empty since notebook
-# 01's tests are judged in the grader (transformer_course.judge) and its reference is not in the sandbox.
+# 01's tests are judged in the grader (transformer_course.grading.judge) and its reference is not in the sandbox.
 NOT_DEFENDED: set[str] = set()
 
 

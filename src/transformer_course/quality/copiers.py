@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from .catalogue import CORRECT
-from .similarity import SOLUTION, Pair, Report
+from transformer_course.instructors.similarity import SOLUTION, Pair, Report
+from transformer_course.quality.catalogue import CORRECT
 
 
 class _Rename(ast.NodeTransformer):
@@ -88,7 +88,7 @@ def test_class(solutions: dict[str, str]) -> dict[str, dict[str, str]]:
     """exercise -> {student: answer}: ``own:<variant>`` and ``outside:<variant>`` for each correct
     variant of the two catalogues (honest students), ``copier:<disguise>`` of the published solution,
     and ``copier:all three:<student>`` of each honest classmate."""
-    from .outside import CORRECT as OUTSIDE
+    from transformer_course.quality.outside import CORRECT as OUTSIDE
 
     found: dict[str, dict[str, str]] = {}
     for exercise, solution in solutions.items():

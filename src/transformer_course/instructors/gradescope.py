@@ -20,9 +20,9 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from . import forkserver
-from .grade import Grader, SubmissionResult, grader_failure, zero_scores
-from .layout import Repo
+from transformer_course.grading import forkserver
+from transformer_course.grading.grade import Grader, SubmissionResult, grader_failure, zero_scores
+from transformer_course.layout import Repo
 
 VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 
@@ -45,7 +45,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}}"
 cd "$ROOT/source/course"
-exec "$PYTHON" -m transformer_course.gradescope run --root "$ROOT" --assignment {assignment} \\
+exec "$PYTHON" -m transformer_course.instructors.gradescope run --root "$ROOT" --assignment {assignment} \\
   --timeout {timeout} --visibility {visibility}
 """
 
@@ -133,7 +133,7 @@ def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m transformer_course.gradescope", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.instructors.gradescope", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("run", help="grade ROOT/submission into ROOT/results/results.json (run_autograder)")
     p.add_argument("--root", type=Path, default=Path("/autograder"))

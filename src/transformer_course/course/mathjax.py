@@ -37,7 +37,7 @@ _CONFIG = ("<script>window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '
 
 
 def _cache() -> Path:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     return root / "data" / "cache" / f"mathjax-{VERSION}"
 
 

@@ -4,7 +4,7 @@ The sample class's expectations are written once, in that file; this module comp
 with what an instructor reads after a run, ``OUT/grades.csv`` and ``OUT/exercises.csv``.
 CI runs it on the output of ``make grade``; the tests run it on their own grading runs.
 
-    python -m transformer_course.expected out/sample_class
+    python -m transformer_course.quality.expected out/sample_class
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from .layout import Repo
+from transformer_course.layout import Repo
 
 
 def load(path: Path) -> dict:
@@ -102,7 +102,8 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m transformer_course.expected", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.quality.expected",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("out", help="a grading run's output folder, e.g. out/sample_class")
     parser.add_argument("--expected", default=None, help="default: autograder/sample_class.toml")
     args = parser.parse_args(argv)

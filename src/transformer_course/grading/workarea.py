@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from . import forkserver
-from .layout import GRADING_ENV, SOURCE_SUFFIX, Repo
+from transformer_course.grading import forkserver
+from transformer_course.layout import GRADING_ENV, SOURCE_SUFFIX, Repo
 
 # Folders of a work area that grading kernels see (read-only, writable). A running sandbox mounts
 # them, so the grader keeps them in place between notebooks and empties them instead.
@@ -27,7 +27,7 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", f
 
 def kernel_mounts(course_root: Path, repo: Repo) -> dict[str, list[str]]:
     """What a grading kernel of ``course_root`` may not see (``hidden``), may read inside it
-    (``readonly``) and may write (``writable``): :class:`~.sandbox.SandboxedKernelManager`'s settings."""
+    (``readonly``) and may write (``writable``): :class:`~.kernels.SandboxedKernelManager`'s settings."""
     root = course_root.resolve()
     return {
         # The work area's parents: the other workers' areas and the class output (OUT/.work/<worker>).

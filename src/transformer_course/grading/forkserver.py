@@ -33,7 +33,7 @@ from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
-from . import sandbox
+from transformer_course.grading import sandbox
 
 # Imported by the template once: what the course's notebooks import, and the kernel itself.
 # Not matplotlib_inline.backend_inline: imported before the kernel's shell exists, it never hooks
@@ -133,7 +133,7 @@ def server(python: str, hidden: list[str], readonly: list[str], writable: list[s
 
 def prestart(hidden: list[str], readonly: list[str], writable: list[str], env: dict) -> None:
     """Start the template that this process's next kernels with these settings will be forked from
-    (:class:`~.sandbox.SandboxedKernelManager`'s ``hidden``, ``readonly``, ``writable``; the
+    (:class:`~.kernels.SandboxedKernelManager`'s ``hidden``, ``readonly``, ``writable``; the
     kernel's environment), without waiting: it imports while the grader sets up. Nothing happens
     when kernels are not forked; a template no kernel asks for is stopped by :func:`stop_all`."""
     if enabled():

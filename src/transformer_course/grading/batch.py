@@ -45,11 +45,11 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
-from . import __version__, forkserver, mathjax, sandbox
-from . import deadlines as late
-from .build import convert_sources
-from .deadlines import Deadlines
-from .grade import (
+from transformer_course import __version__
+from transformer_course.course import mathjax
+from transformer_course.course.build import convert_sources
+from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading.grade import (
     ExerciseResult,
     Grader,
     SubmissionResult,
@@ -59,8 +59,10 @@ from .grade import (
     one_line,
     zero_scores,
 )
-from .layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
-from .nbgrader_setup import generated_course
+from transformer_course.grading.nbgrader_setup import generated_course
+from transformer_course.instructors import deadlines as late
+from transformer_course.instructors.deadlines import Deadlines
+from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
 
 MATHJAX_FOLDER = ".mathjax"  # under OUT/feedback: no student id starts with "." (discover() skips those)
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
@@ -95,7 +97,7 @@ def grader_version(repo: Repo, *limits: float) -> str:
     digest = hashlib.sha256(f"{__version__}|{'|'.join(map(str, limits))}".encode())
     files = sorted(repo.reference.rglob("*.py")) + sorted(p for p in repo.source.rglob("*")
                                                           if p.is_file() and p.suffix in (".py", ".json"))
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # transformer_course, every subpackage
     for path in files:
         if "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(repo.root)).encode() + b"\0" + path.read_bytes())
@@ -155,7 +157,7 @@ CLASS_CONFIG = """\
 from pathlib import Path
 
 from transformer_course.layout import Repo
-from transformer_course.nbgrader_setup import make_config
+from transformer_course.grading.nbgrader_setup import make_config
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 c.merge(make_config(Path(__file__).resolve().parent, Repo(Path({repo!r}))))

@@ -20,11 +20,11 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from . import forkserver, intact, workarea
-from .build import convert_sources
-from .layout import GRADER_ERROR, Assignment, Repo
-from .nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, trusted_tests
-from .workarea import MOUNTED, reference_on_path
+from transformer_course.course.build import convert_sources
+from transformer_course.grading import forkserver, intact, workarea
+from transformer_course.grading.nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, trusted_tests
+from transformer_course.grading.workarea import MOUNTED, reference_on_path
+from transformer_course.layout import GRADER_ERROR, Assignment, Repo
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
 warnings.filterwarnings("ignore", message="Object of type <Submitted")
@@ -484,7 +484,7 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
 
 
 def _warm_verify(reference: Path, notebook: str, tests: list[str]) -> None:
-    from . import verify  # imports torch
+    from transformer_course.grading import verify  # imports torch
 
     verify.torch.set_num_threads(1)  # the kernel runs on the cores meanwhile: one is enough here
     verify.warm(reference, notebook, tests)

@@ -15,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
-from .layout import GITHUB_REPO, Repo
+from transformer_course.layout import GITHUB_REPO, Repo
 
 REPOSITORY = re.compile(r"^(?:https?://)?(?:github\.com/)?([A-Za-z0-9][A-Za-z0-9-]*)/([A-Za-z0-9._-]+?)(?:\.git)?/?$")
 # Files copied as they are (besides course/), relative to the repository root.

@@ -170,7 +170,7 @@ def _pair(exercise: str, assignment: str, a: str, b: str, fa, fb, code: tuple[st
 def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN001 (layout.Repo)
                min_chars: int = MIN_CHARS) -> Report:
     """The report of a graded class: the answers kept in ``OUT/nbgrader/submitted``."""
-    from .layout import Repo
+    from transformer_course.layout import Repo
 
     repo = repo or Repo()
     answers: dict[str, dict[str, str]] = {}

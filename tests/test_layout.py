@@ -1,0 +1,85 @@
+"""The package's layout shows the pipeline: subpackages by role, no import cycle between modules, and
+a quality suite the grader never imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_course"
+TOP = {"transformer_course", "transformer_course.cli", "transformer_course.layout"}
+ROLES = {"course", "grading", "instructors", "quality"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """The package's modules ``path`` imports, at its top or inside a function (``from x import y``
+    counts ``x.y`` where that is a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import (the layout moves modules: name them in full)"
+            if not (node.module or "").startswith("transformer_course"):
+                continue
+            for alias in node.names:
+                found.add(f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in known else node.module)
+    return found & known
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    known = set(found)
+    return {name: imports(path, known) - {name} for name, path in found.items()}
+
+
+def cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle, as the modules along it, or None."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_no_module_imports_itself_back():
+    found = cycle(graph())
+    assert found is None, "import cycle: " + " -> ".join(found)
+
+
+def test_the_cycle_finder_finds_one():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_module_has_its_role_and_the_grader_never_imports_the_quality_suite():
+    edges = graph()
+    for name in edges:
+        assert name in TOP or name.split(".")[1] in ROLES, f"{name}: put it in one of {sorted(ROLES)}"
+    shipped = [n for n in edges if not n.startswith("transformer_course.quality")]
+    for name in shipped:
+        quality = sorted(m for m in edges[name] if m.startswith("transformer_course.quality"))
+        assert not quality, f"{name} imports the quality suite: {quality}"
+    assert any(m.startswith("transformer_course.grading") for m in edges["transformer_course.cli"])
