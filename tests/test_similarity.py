@@ -9,7 +9,7 @@ import csv
 import pytest
 
 from transformer_course.instructors import similarity
-from transformer_course.instructors.similarity import SOLUTION, THRESHOLD, answer_cells, canonical, compare
+from transformer_course.instructors.similarity import SOLUTION, THRESHOLD, canonical, compare
 from transformer_course.quality import copiers
 
 # Honest pairs at or above the default threshold, found by make bench and read one by one: each
@@ -24,13 +24,7 @@ CONVERGENT = {
 
 @pytest.fixture(scope="module")
 def course(repo):
-    stubs, solutions, assignment_of = {}, {}, {}
-    for assignment in repo.assignments():
-        name = f"{assignment.notebook}.ipynb"
-        for exercise, code in answer_cells(repo.course / assignment.name / name).items():
-            stubs[exercise], assignment_of[exercise] = code, assignment.name
-        solutions.update(answer_cells(repo.solutions / name))
-    return stubs, solutions, assignment_of
+    return similarity.course_cells(repo)
 
 
 @pytest.fixture(scope="module")

@@ -111,9 +111,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _similarity(args: argparse.Namespace) -> int:
-    from transformer_course.instructors.similarity import main as similarity
+    from transformer_course.instructors.similarity import run
 
-    return similarity([args.out, "--threshold", str(args.threshold), "--min-chars", str(args.min_chars)])
+    return run(args)
 
 
 def _release(args: argparse.Namespace) -> int:
@@ -190,16 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="an empty or new folder to write it to")
     p.set_defaults(func=_release)
 
-    from transformer_course.instructors.similarity import MIN_CHARS, THRESHOLD
+    from transformer_course.instructors.similarity import add_arguments
 
     p = sub.add_parser("similarity", help="answers that look copied: every pair of students and the published "
                                           "solutions, per exercise, into OUT/similarity/")
-    p.add_argument("out", help="the --out folder of `transformer-course grade`")
-    p.add_argument("--threshold", type=float, default=THRESHOLD,
-                   help=f"similarity (0-1) from which a pair is listed (default {THRESHOLD}, measured by make bench)")
-    p.add_argument("--min-chars", type=int, default=MIN_CHARS,
-                   help=f"answers and exercises with fewer characters of their own normalised code are not compared "
-                        f"(default {MIN_CHARS}: short answers converge)")
+    add_arguments(p)
     p.set_defaults(func=_similarity)
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")

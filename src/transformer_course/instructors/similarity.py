@@ -167,6 +167,18 @@ def _pair(exercise: str, assignment: str, a: str, b: str, fa, fb, code: tuple[st
     return Pair(exercise, assignment, a, b, max(shares), shares, slices, code)
 
 
+def course_cells(repo) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:  # noqa: ANN001 (layout.Repo)
+    """``(stubs, solutions, assignment_of)``: each exercise's answer cell in the release and in the
+    published solutions, and its assignment."""
+    stubs, solutions, assignment_of = {}, {}, {}
+    for assignment in repo.assignments():
+        name = f"{assignment.notebook}.ipynb"
+        for exercise, code in answer_cells(repo.course / assignment.name / name).items():
+            stubs[exercise], assignment_of[exercise] = code, assignment.name
+        solutions.update(answer_cells(repo.solutions / name))
+    return stubs, solutions, assignment_of
+
+
 def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN001 (layout.Repo)
                min_chars: int = MIN_CHARS) -> Report:
     """The report of a graded class: the answers kept in ``OUT/nbgrader/submitted``."""
@@ -174,12 +186,9 @@ def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN0
 
     repo = repo or Repo()
     answers: dict[str, dict[str, str]] = {}
-    stubs, solutions, assignment_of = {}, {}, {}
+    stubs, solutions, assignment_of = course_cells(repo)
     for assignment in repo.assignments():
         name = f"{assignment.notebook}.ipynb"
-        for exercise, code in answer_cells(repo.course / assignment.name / name).items():
-            stubs[exercise], assignment_of[exercise] = code, assignment.name
-        solutions.update(answer_cells(repo.solutions / name))
         for path in sorted((out / "nbgrader" / "submitted").glob(f"*/{assignment.name}/{name}")):
             student = path.parent.parent.name
             for exercise, code in answer_cells(path).items():
@@ -283,15 +292,25 @@ def summary(report: Report, most: int = 20) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="transformer-course similarity", description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's options (``transformer-course similarity`` and ``python -m`` this module)."""
     parser.add_argument("out", help="the --out folder of `transformer-course grade`")
     parser.add_argument("--threshold", type=float, default=THRESHOLD,
-                        help=f"similarity (0-1) from which a pair is listed (default {THRESHOLD})")
+                        help=f"similarity (0-1) from which a pair is listed (default {THRESHOLD}, measured by "
+                             "make bench)")
     parser.add_argument("--min-chars", type=int, default=MIN_CHARS,
-                        help=f"skip exercises whose published answer has fewer normalised characters beyond its "
-                             f"stub (default {MIN_CHARS})")
-    args = parser.parse_args(argv)
+                        help=f"answers and exercises with fewer characters of their own normalised code are not "
+                             f"compared (default {MIN_CHARS}: short answers converge)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="transformer-course similarity", description=__doc__.split("\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command, on parsed arguments: writes ``OUT/similarity/``; 2 on an ungraded folder or a bad option."""
     out = Path(args.out)
     if not (out / "nbgrader" / "submitted").is_dir():
         print(f"transformer-course similarity: error: {out} holds no graded class (no nbgrader/submitted/); "

@@ -519,12 +519,7 @@ def similarity_figures(repo: Repo) -> None:
     from transformer_course.instructors import similarity
     from transformer_course.quality import copiers
 
-    stubs, solutions, assignment_of = {}, {}, {}
-    for assignment in repo.assignments():
-        name = f"{assignment.notebook}.ipynb"
-        for exercise, code in similarity.answer_cells(repo.course / assignment.name / name).items():
-            stubs[exercise], assignment_of[exercise] = code, assignment.name
-        solutions.update(similarity.answer_cells(repo.solutions / name))
+    stubs, solutions, assignment_of = similarity.course_cells(repo)
     report = similarity.compare(copiers.test_class(solutions), stubs, solutions, assignment_of)
     print(f"\nSimilarity report on its test class (copiers.py: honest = both catalogues' correct variants; copiers "
           f"= the published solution or a classmate renamed, commented, reordered), minimum length "
