@@ -26,7 +26,7 @@ def namespace(code: str) -> dict:
     ns = {"torch": torch, "math": math, "F": F, "nn": nn}
     # What the notebooks import from course_blocks, and earlier exercises of the same notebook.
     for module in ("nb02_scaled_dot_product", "nb03_multi_head", "nb04_masking", "nb05_positional_encoding",
-                   "nb06_transformer", "nb07_training"):
+                   "nb06_transformer", "nb07_training", "nb08_modern_decoder"):
         ref = importlib.import_module(f"course_reference.{module}")
         ns.update({k: v for k, v in vars(ref).items() if not k.startswith("_") and callable(v)})
     # An answer cell may import more of the earlier blocks itself, as students do.

@@ -28,8 +28,9 @@ def _build(args: argparse.Namespace) -> int:
     from transformer_course.course.build import build
 
     repo = Repo()
-    repo.prefer_shared_multi30k()  # a retrained 07 reads the shared copy where there is one
-    built = build(repo, run_solutions=not args.no_execute, retrain=args.retrain, train_config=args.train_config,
+    repo.prefer_shared_multi30k()  # a retrained 07 or 08 reads the shared copy where there is one
+    retrain = True if args.retrain == [] else args.retrain or False  # --retrain alone: every training notebook
+    built = build(repo, run_solutions=not args.no_execute, retrain=retrain, train_config=args.train_config,
                   rerun=args.rerun)
     print(f"built {len(built)} notebooks into course/ and solutions/")
     return 0
@@ -130,12 +131,13 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("build", help="generate course/ (student release) and solutions/ (executed)")
     p.add_argument("--no-execute", action="store_true", help="write solutions without running them")
-    p.add_argument("--retrain", action="store_true",
-                   help="re-run notebook 07's training even if its executed solution is up to date")
+    p.add_argument("--retrain", nargs="*", metavar="ASSIGNMENT", default=None,
+                   help="re-run the training notebooks (07, 08), or those named, even if their executed "
+                        "solutions are up to date")
     p.add_argument("--rerun", action="store_true",
                    help="execute every solution again, even those whose code and shipped files are unchanged")
     p.add_argument("--train-config", choices=["gpu", "cpu", "tiny"], default=None,
-                   help="notebook 07's configuration (default: gpu if CUDA is available, else cpu)")
+                   help="the training notebooks' configuration (default: gpu if CUDA is available, else cpu)")
     p.set_defaults(func=_build)
 
     p = sub.add_parser("grade", help="autograde SUBMITTED/<student_id>/<assignment>/<notebook>.ipynb")

@@ -202,7 +202,7 @@ def build(
     course_dir: Path | None = None,
     solutions_dir: Path | None = None,
     run_solutions: bool = True,
-    retrain: bool = False,
+    retrain: bool | list[str] = False,
     train_config: str | None = None,
     rerun: bool = False,
 ) -> list[Assignment]:
@@ -213,8 +213,9 @@ def build(
         course_dir, solutions_dir: where to write (default the repo's ``course/``, ``solutions/``).
         run_solutions: execute solution notebooks whose inputs changed (False writes those
             without outputs; an executed solution that is up to date is kept either way).
-        retrain: re-run a training notebook (07) even when its executed solution is up to date;
-            by default it is kept (a full run takes ~10 minutes) while its code is unchanged.
+        retrain: re-run the training notebooks (07, 08), or those of the names given, even when their
+            executed solutions are up to date; by default they are kept (a full run takes minutes)
+            while their code is unchanged.
         train_config: the training configuration for such a run (``gpu``, ``cpu``, ``tiny``).
         rerun: execute every solution again, even those whose inputs are unchanged.
 
@@ -226,6 +227,8 @@ def build(
     course_dir = course_dir or repo.course
     solutions_dir = solutions_dir or repo.solutions
     assignments = convert_sources(repo)
+    for name in retrain if isinstance(retrain, list) else []:
+        repo.assignment(name)  # KeyError naming the assignments there are
     course_dir.mkdir(parents=True, exist_ok=True)
     solutions_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tc-build-") as work:
@@ -235,7 +238,7 @@ def build(
         for name in assignment.provided:  # readers run solutions/ as it is
             _write_if_changed(solutions_dir / name, assignment.source_file.with_name(name).read_text())
         # An executed run is kept while its inputs are unchanged, and never replaced by an unexecuted copy.
-        forced = rerun or (retrain and assignment.trains)
+        forced = rerun or (assignment.trains and (retrain is True or assignment.name in (retrain or [])))
         kept = None if forced else _kept_run(assignment, target)
         if kept is not None:
             _write_if_changed(target, nbformat.writes(kept) + "\n")

@@ -689,3 +689,289 @@ MISTAKES.update({
 })
 
 CHECKS.update({name: ("nb07", [f"check_{name}"]) for name in ["beam_search", "learn_bpe", "apply_bpe"]})
+
+# ------------------------------------------------------------ notebook 08: a modern decoder
+RMS_INIT = ("class RMSNorm(nn.Module):\n    def __init__(self, d_model, eps=1e-6):\n        super().__init__()\n"
+            "        self.eps = eps\n        self.weight = nn.Parameter(torch.ones(d_model))\n\n    def forward(self, x):\n")
+SWIGLU_INIT = ("class SwiGLU(nn.Module):\n    def __init__(self, d_model, d_ff):\n        super().__init__()\n"
+               "        self.w1 = nn.Linear(d_model, d_ff, bias=False)\n        self.w3 = nn.Linear(d_model, d_ff, bias=False)\n"
+               "        self.w2 = nn.Linear(d_ff, d_model, bias=False)\n\n    def forward(self, x):\n")
+ROPE_HEAD = "def apply_rotary_embedding(x, positions, base=10000.0):\n    if x.size(-1) % 2:\n        raise ValueError('d must be even')\n"
+ROPE_ANGLES = ("    d = x.size(-1)\n    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
+               "    angles = positions.double()[:, None] * theta\n    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n")
+ROPE_OK = ROPE_HEAD + ROPE_ANGLES + ("    a, b = x[..., 0::2], x[..., 1::2]\n"
+                                     "    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)\n")
+GQA_INIT = ("class GroupedQueryAttention(nn.Module):\n"
+            "    def __init__(self, d_model, num_heads, num_kv_heads, rope_base=10000.0):\n        super().__init__()\n"
+            "        if d_model % num_heads:\n            raise ValueError('d_model % num_heads')\n"
+            "        if num_heads % num_kv_heads:\n            raise ValueError('num_heads % num_kv_heads')\n"
+            "        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads\n        self.d_head = d_model // num_heads\n"
+            "        self.rope_base = rope_base\n        self.w_q = nn.Linear(d_model, d_model, bias=False)\n"
+            "        self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n"
+            "        self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n"
+            "        self.w_o = nn.Linear(d_model, d_model, bias=False)\n\n")
+GQA_OK = GQA_INIT + (
+    "    def forward(self, x, past_kv=None):\n        B, L, D = x.shape\n"
+    "        P = 0 if past_kv is None else past_kv[0].shape[2]\n"
+    "        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n"
+    "        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n"
+    "        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n"
+    "        pos = torch.arange(P, P + L)\n"
+    "        q, k = apply_rotary_embedding(q, pos, self.rope_base), apply_rotary_embedding(k, pos, self.rope_base)\n"
+    "        if past_kv is not None:\n            k = torch.cat([past_kv[0], k], dim=2)\n            v = torch.cat([past_kv[1], v], dim=2)\n"
+    "        n = self.num_heads // self.num_kv_heads\n"
+    "        s = q @ repeat_kv(k, n).transpose(-2, -1) / math.sqrt(self.d_head)\n"
+    "        mask = torch.ones(L, P + L, dtype=torch.bool).tril(P)\n"
+    "        w = s.masked_fill(~mask, float('-inf')).softmax(-1)\n"
+    "        out = (w @ repeat_kv(v, n)).transpose(1, 2).reshape(B, L, D)\n"
+    "        return self.w_o(out), (k, v)\n")
+TILES_HEAD = "def online_softmax_attention(query, key, value, tile_size=64, causal=False):\n    if tile_size < 1:\n        raise ValueError('tile_size >= 1')\n"
+TILES_OK = TILES_HEAD + (
+    "    Lq, Lk = query.shape[-2], key.shape[-2]\n    scale = query.shape[-1] ** -0.5\n"
+    "    m = torch.full(query.shape[:-1] + (1,), float('-inf'), dtype=query.dtype)\n"
+    "    l = torch.zeros_like(m)\n    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)\n"
+    "    qpos = torch.arange(Lq)[:, None] + Lk - Lq\n"
+    "    for s in range(0, Lk, tile_size):\n        kt, vt = key[..., s:s + tile_size, :], value[..., s:s + tile_size, :]\n"
+    "        sc = query @ kt.transpose(-1, -2) * scale\n"
+    "        if causal:\n            sc = sc.masked_fill(torch.arange(s, s + kt.shape[-2])[None, :] > qpos, float('-inf'))\n"
+    "        m_new = torch.maximum(m, sc.amax(-1, keepdim=True))\n"
+    "        m_safe = torch.where(m_new == float('-inf'), torch.zeros_like(m_new), m_new)\n"
+    "        c = torch.exp(m - m_safe)\n        p = torch.exp(sc - m_safe)\n"
+    "        l = l * c + p.sum(-1, keepdim=True)\n        acc = acc * c + p @ vt\n        m = m_new\n"
+    "    return acc / l\n")
+BLOCK_INIT = ("class DecoderBlock(nn.Module):\n    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):\n"
+              "        super().__init__()\n        self.attn_norm = RMSNorm(d_model)\n"
+              "        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)\n"
+              "        self.ffn_norm = RMSNorm(d_model)\n        self.ffn = SwiGLU(d_model, d_ff)\n\n"
+              "    def forward(self, x, past_kv=None):\n")
+LM_INIT = ("class DecoderLM(nn.Module):\n    def __init__(self, vocab_size, d_model, num_heads, num_kv_heads, d_ff, num_layers):\n"
+           "        super().__init__()\n        self.embedding = nn.Embedding(vocab_size, d_model)\n"
+           "        self.layers = nn.ModuleList(DecoderBlock(d_model, num_heads, num_kv_heads, d_ff) for _ in range(num_layers))\n"
+           "        self.norm = RMSNorm(d_model)\n        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n")
+LM_FORWARD = ("        nn.init.normal_(self.embedding.weight, std=0.02)\n\n    def forward(self, tokens, past_kvs=None):\n"
+              "        x = self.embedding(tokens)\n        presents = []\n"
+              "        for i, layer in enumerate(self.layers):\n"
+              "            x, kv = layer(x, None if past_kvs is None else past_kvs[i])\n            presents.append(kv)\n"
+              "        return self.lm_head(self.norm(x)), presents\n")
+LM_OK = LM_INIT + "        self.lm_head.weight = self.embedding.weight\n" + LM_FORWARD
+TOP_P_HEAD = "def top_p_filter(logits, top_p):\n    if not 0 < top_p <= 1:\n        raise ValueError('top_p in (0, 1]')\n"
+TOP_P_OK = TOP_P_HEAD + (
+    "    v, idx = torch.sort(logits, dim=-1, descending=True, stable=True)\n    p = v.softmax(-1)\n"
+    "    keep = (p.cumsum(-1) - p) < top_p\n"
+    "    return logits.masked_fill(~torch.zeros_like(keep).scatter(-1, idx, keep), float('-inf'))\n")
+SAMPLE_HEAD = ("def sample_next_token(logits, temperature=1.0, top_p=1.0):\n    if temperature < 0:\n"
+               "        raise ValueError('temperature >= 0')\n    if temperature == 0:\n        return logits.argmax(-1)\n")
+GENERATE_HEAD = "@torch.no_grad()\ndef generate(model, prompt, max_new_tokens, temperature=1.0, top_p=1.0):\n"
+
+CORRECT.update({
+    "RMSNorm": {
+        "rsqrt": RMS_INIT + "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight",
+        "sqrt_of_sum": RMS_INIT + "        rms = torch.sqrt(x.square().sum(-1, keepdim=True) / x.shape[-1] + self.eps)\n        return self.weight * (x / rms)",
+        "vector_norm": RMS_INIT + "        ms = torch.linalg.vector_norm(x, dim=-1, keepdim=True) ** 2 / x.size(-1)\n        return x / (ms + self.eps).sqrt() * self.weight",
+        "builtin": RMS_INIT + "        return F.rms_norm(x, (x.size(-1),), self.weight, self.eps)",
+    },
+    "apply_rotary_embedding": {
+        "stack_flatten": ROPE_OK,
+        "complex": ROPE_HEAD + ROPE_ANGLES.replace("    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n", "") + (
+            "    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())\n"
+            "    z = z * torch.polar(torch.ones_like(angles), angles)\n"
+            "    return torch.view_as_real(z).flatten(-2).to(x.dtype)\n"),
+        "empty_like": ROPE_HEAD + ROPE_ANGLES + (
+            "    out = torch.empty_like(x)\n    out[..., ::2] = x[..., ::2] * cos - x[..., 1::2] * sin\n"
+            "    out[..., 1::2] = x[..., 1::2] * cos + x[..., ::2] * sin\n    return out\n"),
+        "rotation_matrices": ROPE_HEAD + ROPE_ANGLES + (
+            "    R = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)  # (L, d/2, 2, 2)\n"
+            "    pairs = x.unflatten(-1, (-1, 2))\n    return torch.einsum('lpij,...lpj->...lpi', R, pairs).flatten(-2)\n"),
+    },
+    "SwiGLU": {
+        "silu": SWIGLU_INIT + "        return self.w2(F.silu(self.w1(x)) * self.w3(x))",
+        "sigmoid_by_hand": SWIGLU_INIT + "        a = self.w1(x)\n        return self.w2(a * torch.sigmoid(a) * self.w3(x))",
+        "silu_module": SWIGLU_INIT + "        gate, up = self.w1(x), self.w3(x)\n        return self.w2(nn.SiLU()(gate) * up)",
+    },
+    "repeat_kv": {
+        "repeat_interleave": "def repeat_kv(x, n_rep):\n    return torch.repeat_interleave(x, n_rep, dim=1)",
+        "expand_reshape": "def repeat_kv(x, n_rep):\n    B, h, L, d = x.shape\n    if n_rep == 1:\n        return x\n    return x[:, :, None].expand(B, h, n_rep, L, d).reshape(B, h * n_rep, L, d)",
+        "index_select": "def repeat_kv(x, n_rep):\n    heads = torch.arange(x.size(1) * n_rep) // n_rep\n    return x.index_select(1, heads)",
+    },
+    "GroupedQueryAttention": {
+        "by_hand": GQA_OK,
+        "sdpa": GQA_OK.replace(
+            "        s = q @ repeat_kv(k, n).transpose(-2, -1) / math.sqrt(self.d_head)\n", "").replace(
+            "        w = s.masked_fill(~mask, float('-inf')).softmax(-1)\n        out = (w @ repeat_kv(v, n))",
+            "        out = F.scaled_dot_product_attention(q, repeat_kv(k, n), repeat_kv(v, n), attn_mask=mask)\n        out = (out)"),
+        "sdpa_enable_gqa": GQA_OK.replace(
+            "        s = q @ repeat_kv(k, n).transpose(-2, -1) / math.sqrt(self.d_head)\n", "").replace(
+            "        w = s.masked_fill(~mask, float('-inf')).softmax(-1)\n        out = (w @ repeat_kv(v, n))",
+            "        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n        out = (out)"),
+        "grouped_einsum": GQA_OK.replace(
+            "        s = q @ repeat_kv(k, n).transpose(-2, -1) / math.sqrt(self.d_head)\n",
+            "        qg = q.view(B, self.num_kv_heads, n, L, self.d_head)\n"
+            "        s = torch.einsum('bgnqd,bgkd->bgnqk', qg, k) / math.sqrt(self.d_head)\n").replace(
+            "        out = (w @ repeat_kv(v, n)).transpose(1, 2).reshape(B, L, D)\n",
+            "        out = torch.einsum('bgnqk,bgkd->bgnqd', w, v).reshape(B, self.num_heads, L, self.d_head)\n"
+            "        out = out.transpose(1, 2).reshape(B, L, D)\n"),
+    },
+    "online_softmax_attention": {
+        "running_sums": TILES_OK,
+        "float64_inside": TILES_OK.replace("    Lq, Lk = query.shape[-2], key.shape[-2]\n",
+                                           "    dtype = query.dtype\n    query, key, value = query.double(), key.double(), value.double()\n"
+                                           "    Lq, Lk = query.shape[-2], key.shape[-2]\n").replace(
+            "    return acc / l\n", "    return (acc / l).to(dtype)\n"),
+        "query_and_key_blocks": TILES_HEAD + (
+            "    Lq, Lk = query.shape[-2], key.shape[-2]\n    outs = []\n"
+            "    for qs in range(0, Lq, tile_size):\n        q = query[..., qs:qs + tile_size, :]\n"
+            "        qpos = torch.arange(qs, qs + q.shape[-2])[:, None] + Lk - Lq\n"
+            "        m = torch.full(q.shape[:-1] + (1,), float('-inf'), dtype=q.dtype)\n        l = torch.zeros_like(m)\n"
+            "        acc = torch.zeros(q.shape[:-1] + (value.shape[-1],), dtype=q.dtype)\n"
+            "        for s in range(0, Lk, tile_size):\n            if causal and s > qpos.max():\n                break  # the tiles after the diagonal\n"
+            "            kt, vt = key[..., s:s + tile_size, :], value[..., s:s + tile_size, :]\n"
+            "            sc = q @ kt.transpose(-1, -2) / math.sqrt(q.shape[-1])\n"
+            "            if causal:\n                sc = sc.masked_fill(torch.arange(s, s + kt.shape[-2])[None, :] > qpos, float('-inf'))\n"
+            "            m_new = torch.maximum(m, sc.amax(-1, keepdim=True))\n"
+            "            c = torch.exp(m - m_new)\n            p = torch.exp(sc - m_new)\n"
+            "            l = l * c + p.sum(-1, keepdim=True)\n            acc = acc * c + p @ vt\n            m = m_new\n"
+            "        outs.append(acc / l)\n    return torch.cat(outs, -2)\n"),
+        "log_sum_exp": TILES_HEAD + (
+            "    scale = 1 / math.sqrt(query.size(-1))\n    Lq, Lk = query.size(-2), key.size(-2)\n"
+            "    lse = torch.full((*query.shape[:-1], 1), float('-inf'), dtype=query.dtype)\n    out = None\n"
+            "    rows = torch.arange(Lq)[:, None] + (Lk - Lq)\n"
+            "    for s in range(0, Lk, tile_size):\n        sc = query @ key[..., s:s + tile_size, :].mT * scale\n"
+            "        if causal:\n            sc = sc.masked_fill(torch.arange(s, s + sc.size(-1)) > rows, float('-inf'))\n"
+            "        tile_lse = torch.logsumexp(sc, -1, keepdim=True)\n        new = torch.logaddexp(lse, tile_lse)\n"
+            "        part = torch.nan_to_num(torch.exp(sc - tile_lse)) @ value[..., s:s + tile_size, :]\n"
+            "        wa, wb = torch.nan_to_num(torch.exp(lse - new)), torch.nan_to_num(torch.exp(tile_lse - new))\n"
+            "        out = part * wb if out is None else out * wa + part * wb\n        lse = new\n"
+            "    return out\n"),
+    },
+    "DecoderBlock": {
+        "two_steps": BLOCK_INIT + "        h, kv = self.attn(self.attn_norm(x), past_kv)\n        x = x + h\n        return x + self.ffn(self.ffn_norm(x)), kv",
+        "named_branches": BLOCK_INIT + "        attended, cache = self.attn(self.attn_norm(x), past_kv=past_kv)\n        h = x + attended\n        out = h + self.ffn(self.ffn_norm(h))\n        return out, cache",
+    },
+    "DecoderLM": {
+        "assign": LM_OK,
+        "tie_other_way_functional": LM_INIT + "        self.embedding.weight = self.lm_head.weight\n" + LM_FORWARD.replace(
+            "        return self.lm_head(self.norm(x)), presents\n",
+            "        return F.linear(self.norm(x), self.lm_head.weight), presents\n"),
+        "zip_layers": LM_OK.replace(
+            "        for i, layer in enumerate(self.layers):\n            x, kv = layer(x, None if past_kvs is None else past_kvs[i])\n",
+            "        for layer, past in zip(self.layers, past_kvs or [None] * len(self.layers)):\n            x, kv = layer(x, past)\n"),
+    },
+    "top_p_filter": {
+        "scatter_back": TOP_P_OK,
+        # Ascending sort, as Hugging Face's TopPLogitsWarper: drop the tokens whose cumulative mass from the
+        # bottom is at most 1 - top_p.
+        "ascending_tail": TOP_P_HEAD + (
+            "    v, idx = logits.sort(dim=-1)\n    cum = v.softmax(-1).cumsum(-1)\n    drop = cum <= 1 - top_p\n"
+            "    drop[..., -1] = False\n    return logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))\n"),
+        "shifted_mask": TOP_P_HEAD + (
+            "    v, idx = torch.sort(logits, descending=True, dim=-1)\n    cum = torch.softmax(v, -1).cumsum(-1)\n"
+            "    drop = cum > top_p\n    drop[..., 1:] = drop[..., :-1].clone()\n    drop[..., 0] = False\n"
+            "    out = logits.clone()\n    out[drop.scatter(-1, idx, drop)] = float('-inf')\n    return out\n"),
+    },
+    "sample_next_token": {
+        "multinomial": SAMPLE_HEAD + "    p = top_p_filter(logits / temperature, top_p).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)",
+        "gumbel_max": SAMPLE_HEAD + "    z = top_p_filter(logits / temperature, top_p)\n    g = -torch.log(-torch.log(torch.rand_like(z).clamp_min(1e-20)))\n    return (z + g).argmax(-1)",
+        "inverse_cdf": SAMPLE_HEAD + "    p = top_p_filter(logits / temperature, top_p).softmax(-1)\n    u = torch.rand(p.shape[:-1] + (1,))\n    idx = torch.searchsorted(p.cumsum(-1), u).squeeze(-1)\n    return idx.clamp(max=p.size(-1) - 1)",
+    },
+    "generate": {
+        "cache": GENERATE_HEAD + (
+            "    logits, past = model(prompt)\n    out = prompt\n    for _ in range(max_new_tokens):\n"
+            "        nxt = sample_next_token(logits[:, -1], temperature, top_p)\n"
+            "        out = torch.cat([out, nxt[:, None]], 1)\n        logits, past = model(nxt[:, None], past)\n    return out\n"),
+        "preallocated": GENERATE_HEAD + (
+            "    B, L0 = prompt.shape\n    out = torch.empty(B, L0 + max_new_tokens, dtype=torch.long)\n    out[:, :L0] = prompt\n"
+            "    logits, cache = model(prompt, None)\n    for t in range(L0, L0 + max_new_tokens):\n"
+            "        out[:, t] = sample_next_token(logits[:, -1, :], temperature=temperature, top_p=top_p)\n"
+            "        if t + 1 < L0 + max_new_tokens:\n            logits, cache = model(out[:, t:t + 1], cache)\n    return out\n"),
+    },
+})
+
+MISTAKES.update({
+    "RMSNorm": {
+        "layer_norm": (RMS_INIT + "        m = x.mean(-1, keepdim=True)\n        return (x - m) / torch.sqrt((x - m).pow(2).mean(-1, keepdim=True) + self.eps) * self.weight", "that is LayerNorm"),
+        "eps_outside": (RMS_INIT + "        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps) * self.weight", "outside the square root"),
+        "no_gain": (RMS_INIT + "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)", "`weight` is not applied"),
+        "norm_not_rms": (RMS_INIT + "        return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + self.eps) * self.weight", "MEAN of the squares"),
+        "fixed_eps": (RMS_INIT + "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight", "eps is ignored"),
+    },
+    "apply_rotary_embedding": {
+        "rotate_half": (ROPE_HEAD + ROPE_ANGLES + "    h = x.size(-1) // 2\n    a, b = x[..., :h], x[..., h:]\n    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)\n", "rotate_half"),
+        "wrong_direction": (ROPE_OK.replace("a * cos - b * sin, a * sin + b * cos", "a * cos + b * sin, b * cos - a * sin"), "wrong way"),
+        "exponent_i": (ROPE_OK.replace("torch.arange(0, d, 2, dtype=torch.float64) / d", "torch.arange(d // 2, dtype=torch.float64) / d"), "base^(-i/d)"),
+        "arange_positions": (ROPE_OK.replace("positions.double()[:, None]", "torch.arange(x.size(-2)).double()[:, None]"), "positions given are ignored"),
+        "fixed_base": (ROPE_OK.replace("theta = base **", "theta = 10000.0 **"), "`base` argument is ignored"),
+    },
+    "SwiGLU": {
+        "gate_on_w3": (SWIGLU_INIT + "        return self.w2(self.w1(x) * F.silu(self.w3(x)))", "SiLU is applied to w3(x)"),
+        "relu": (SWIGLU_INIT + "        return self.w2(torch.relu(self.w1(x)) * self.w3(x))", "ReLU is used"),
+        "glu_sigmoid": (SWIGLU_INIT + "        return self.w2(torch.sigmoid(self.w1(x)) * self.w3(x))", "original GLU"),
+        "no_gate": (SWIGLU_INIT + "        return self.w2(F.silu(self.w1(x)))", "there is no gate"),
+    },
+    "repeat_kv": {
+        "tiled": ("def repeat_kv(x, n_rep):\n    return x.repeat(1, n_rep, 1, 1)", "repeated as a whole"),
+        "length_axis": ("def repeat_kv(x, n_rep):\n    B, h, L, d = x.shape\n    return x.repeat_interleave(n_rep, dim=2).reshape(B, h * n_rep, L, d)", "length axis"),
+    },
+    "GroupedQueryAttention": {
+        "rope_on_values": (GQA_OK.replace("        if past_kv is not None:\n", "        v = apply_rotary_embedding(v, pos, self.rope_base)\n        if past_kv is not None:\n", 1), "values are rotated too"),
+        "positions_restart": (GQA_OK.replace("        pos = torch.arange(P, P + L)\n", "        pos = torch.arange(L)\n"), "rotated as positions 0"),
+        "rerotate_cache": (GQA_OK.replace(
+            "        q, k = apply_rotary_embedding(q, pos, self.rope_base), apply_rotary_embedding(k, pos, self.rope_base)\n"
+            "        if past_kv is not None:\n            k = torch.cat([past_kv[0], k], dim=2)\n",
+            "        q = apply_rotary_embedding(q, pos, self.rope_base)\n"
+            "        if past_kv is not None:\n            k = torch.cat([past_kv[0], k], dim=2)\n").replace(
+            "        n = self.num_heads // self.num_kv_heads\n",
+            "        k = apply_rotary_embedding(k, torch.arange(P + L), self.rope_base)\n"
+            "        n = self.num_heads // self.num_kv_heads\n"), "rotated again"),
+        "mask_not_shifted": (GQA_OK.replace(".tril(P)", ".tril()"), "not shifted"),
+        "tiled_heads": (GQA_OK.replace("repeat_kv(k, n)", "k.repeat(1, n, 1, 1)").replace("repeat_kv(v, n)", "v.repeat(1, n, 1, 1)"), "whole list"),
+        "scale_d_model": (GQA_OK.replace("/ math.sqrt(self.d_head)", "/ math.sqrt(D)"), "1/sqrt(d_model)"),
+    },
+    "online_softmax_attention": {
+        "acc_not_rescaled": (TILES_OK.replace("acc = acc * c + p @ vt", "acc = acc + p @ vt"), "running output is not rescaled"),
+        "sum_not_rescaled": (TILES_OK.replace("l = l * c + p.sum(-1, keepdim=True)", "l = l + p.sum(-1, keepdim=True)"), "running sum is not rescaled"),
+        "causal_from_start": (TILES_OK.replace("qpos = torch.arange(Lq)[:, None] + Lk - Lq", "qpos = torch.arange(Lq)[:, None]"), "LAST L_q positions"),
+        "no_scale": (TILES_OK.replace("scale = query.shape[-1] ** -0.5", "scale = 1.0"), "not scaled by 1/sqrt(d)"),
+    },
+    "DecoderBlock": {
+        "post_ln": (BLOCK_INIT + "        h, kv = self.attn(x, past_kv)\n        x = self.attn_norm(x + h)\n        return self.ffn_norm(x + self.ffn(x)), kv", "post-LN"),
+        "normalised_stream": (BLOCK_INIT + "        x = self.attn_norm(x)\n        h, kv = self.attn(x, past_kv)\n        x = self.ffn_norm(x + h)\n        return x + self.ffn(x), kv", "replaces the residual stream"),
+        "parallel": (BLOCK_INIT + "        h, kv = self.attn(self.attn_norm(x), past_kv)\n        return x + h + self.ffn(self.ffn_norm(x)), kv", "parallel block"),
+        "one_norm": (BLOCK_INIT + "        h, kv = self.attn(self.attn_norm(x), past_kv)\n        x = x + h\n        return x + self.ffn(self.attn_norm(x)), kv", "attn_norm is used before the feed-forward too"),
+    },
+    "DecoderLM": {
+        "copied_weight": (LM_INIT + "        self.lm_head.weight = nn.Parameter(self.embedding.weight.clone())\n" + LM_FORWARD.replace(
+            "        nn.init.normal_(self.embedding.weight, std=0.02)\n", "        nn.init.normal_(self.embedding.weight, std=0.02)\n        self.lm_head.weight.data = self.embedding.weight.data.clone()\n"), "COPY"),
+        "scaled_embeddings": (LM_OK.replace("        x = self.embedding(tokens)\n", "        x = self.embedding(tokens) * math.sqrt(self.embedding.embedding_dim)\n"), "sqrt(d_model)"),
+        "no_final_norm": (LM_OK.replace("self.lm_head(self.norm(x))", "self.lm_head(x)"), "final RMSNorm"),
+    },
+    "top_p_filter": {
+        "drops_crossing_token": (TOP_P_OK.replace("keep = (p.cumsum(-1) - p) < top_p", "keep = p.cumsum(-1) < top_p"), "crosses top_p is dropped"),
+        "sorted_order": (TOP_P_OK.replace("    return logits.masked_fill(~torch.zeros_like(keep).scatter(-1, idx, keep), float('-inf'))\n",
+                                          "    return v.masked_fill(~keep, float('-inf'))\n"), "sorted order"),
+        "zero_fill": (TOP_P_OK.replace("float('-inf'))\n", "0.0)\n"), "get 0"),
+        "returns_probabilities": (TOP_P_OK.replace("    return logits.masked_fill(", "    return logits.softmax(-1).masked_fill(").replace("float('-inf'))\n", "0.0)\n"), "probabilities are returned"),
+    },
+    "sample_next_token": {
+        "temperature_after_top_p": (SAMPLE_HEAD + "    p = (top_p_filter(logits, top_p) / temperature).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)", "after top_p chose"),
+        "top_p_ignored": (SAMPLE_HEAD + "    p = (logits / temperature).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)", "top_p is ignored"),
+        "times_temperature": (SAMPLE_HEAD + "    p = top_p_filter(logits * temperature, top_p).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)", "multiplied by the temperature"),
+    },
+    "generate": {
+        "no_cache": (GENERATE_HEAD + "    out = prompt\n    for _ in range(max_new_tokens):\n        logits, _ = model(out)\n"
+                     "        out = torch.cat([out, sample_next_token(logits[:, -1], temperature, top_p)[:, None]], 1)\n    return out\n", "whole text at every step"),
+        "whole_text_with_cache": (GENERATE_HEAD + "    out = prompt\n    past = None\n    for _ in range(max_new_tokens):\n        logits, past = model(out, past)\n"
+                                  "        out = torch.cat([out, sample_next_token(logits[:, -1], temperature, top_p)[:, None]], 1)\n    return out\n", "counted twice"),
+        "first_position": (GENERATE_HEAD + (
+            "    logits, past = model(prompt)\n    out = prompt\n    for _ in range(max_new_tokens):\n"
+            "        nxt = sample_next_token(logits[:, 0], temperature, top_p)\n"
+            "        out = torch.cat([out, nxt[:, None]], 1)\n        logits, past = model(nxt[:, None], past)\n    return out\n"), "FIRST position"),
+        "only_new_tokens": (GENERATE_HEAD + (
+            "    logits, past = model(prompt)\n    new = []\n    for _ in range(max_new_tokens):\n"
+            "        nxt = sample_next_token(logits[:, -1], temperature, top_p)\n"
+            "        new.append(nxt)\n        logits, past = model(nxt[:, None], past)\n    return torch.stack(new, 1)\n"), "only the new tokens"),
+    },
+})
+
+CHECKS.update({name: ("nb08", [f"check_{name}"]) for name in [
+    "RMSNorm", "apply_rotary_embedding", "SwiGLU", "repeat_kv", "GroupedQueryAttention", "online_softmax_attention",
+    "DecoderBlock", "DecoderLM", "top_p_filter", "sample_next_token", "generate"]})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -176,7 +177,9 @@ def assert_matches(
             f"finite. {hint}".strip()
         )
     if not _close(got, expected, tol):
-        diff = (got.detach().double() - expected.detach().double()).abs()
+        g, e = got.detach().double(), expected.detach().double()
+        # Equal infinities (a -inf logit kept as -inf) are no difference; inf where a number belongs is.
+        diff = torch.where(g == e, torch.zeros_like(g), (g - e).abs()).nan_to_num(nan=math.inf)
         index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
         found = locate(got, expected, tol)
         raise AssertionError(

@@ -1,0 +1,1 @@
+../07_training/multi30k.py
