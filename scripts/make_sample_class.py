@@ -646,9 +646,29 @@ SDPA_COPIED = '''def scaled_dot_product_attention(query, key, value, mask=None, 
     return probs @ value, probs
 '''
 
+# ---------------------------------------------------------------- notebook 08 answers
+A08 = "08_modern_decoder"
+EXERCISES_08 = ["RMSNorm", "apply_rotary_embedding", "SwiGLU", "repeat_kv", "GroupedQueryAttention",
+                "online_softmax_attention", "DecoderBlock", "DecoderLM", "top_p_filter", "sample_next_token", "generate"]
+
+
+def answers_08(variant: int = 0, **mistakes: str) -> dict[str, str]:
+    """Answers to notebook 08 from the catalogue: each exercise's ``variant``-th correct variant (the
+    first where it has fewer), except the exercises named, which get that catalogue mistake."""
+    answers = {}
+    for exercise in EXERCISES_08:
+        if exercise in mistakes:
+            answers[exercise] = MISTAKES[exercise][mistakes[exercise]][0]
+        else:
+            variants = list(CORRECT[exercise].values())
+            answers[exercise] = variants[variant if variant < len(variants) else 0]
+    return answers
+
+
 CLASS = {
     "ada": {A01: answers_01(), A02: {"scaled_dot_product_attention": SDPA_OK},
-            A03: answers_03(), A04: answers_04(), A05: answers_05(), A06: answers_06(), A07: answers_07()},
+            A03: answers_03(), A04: answers_04(), A05: answers_05(), A06: answers_06(), A07: answers_07(),
+            A08: answers_08()},
     "ben": {A01: answers_01(SOFTMAX_F64, SCORES_EINSUM, SELF_ATTENTION_BUILTIN, MODULE_EINSUM),
             A02: {"scaled_dot_product_attention": SDPA_STYLES},
             A03: answers_03(SPLIT_UNFLATTEN, COMBINE_FLATTEN, MHA_INLINE),
@@ -657,7 +677,8 @@ CLASS = {
             A06: answers_06(ffn=FFN_FUNCTIONAL, enc=ENC_SUBLAYER, encoder=ENCODER_REDUCE, model=MODEL_INLINE_MASKS,
                             ln=LN_VAR_MEAN),
             A07: answers_07(SHIFT_ROLL, TF_NARROW, NOAM_MATH, LS_DISTRIBUTION, TRAIN_NO_CLIP, beam=BEAM_BATCHED,
-                            learn=BPE_REGEX, apply=CORRECT["apply_bpe"]["regex"])},
+                            learn=BPE_REGEX, apply=CORRECT["apply_bpe"]["regex"]),
+            A08: answers_08(1)},
     "cho": {A01: {"softmax": SOFTMAX_OK, "attention_scores": SCORES_OK}, A02: {},
             A03: answers_03(), A04: "missing", A05: {},
             A06: {"PositionwiseFeedForward": ("methods", FFN_OK)}, A07: "missing"},
@@ -665,14 +686,20 @@ CLASS = {
             A03: answers_03(split=SPLIT_NO_TRANSPOSE), A04: answers_04(causal=CAUSAL_SUBSEQUENT),
             A05: answers_05(fn=PE_FN_SWAPPED),
             A06: answers_06(enc=ENC_PRE_LN, decoder=DECODER_NOT_CHAINED, ln=LN_UNBIASED),
-            A07: answers_07(tf=TF_NOT_SHIFTED, noam=NOAM_MAX, ls=LS_OTHERS, beam=BEAM_NO_PENALTY, learn=BPE_UNWEIGHTED)},
+            A07: answers_07(tf=TF_NOT_SHIFTED, noam=NOAM_MAX, ls=LS_OTHERS, beam=BEAM_NO_PENALTY, learn=BPE_UNWEIGHTED),
+            A08: answers_08(2, RMSNorm="layer_norm", apply_rotary_embedding="rotate_half",
+                            GroupedQueryAttention="rope_on_values", top_p_filter="drops_crossing_token",
+                            generate="no_cache")},
     "eun": {A01: answers_01(self_attention=SELF_ATTENTION_SCALED_D_MODEL, module=MODULE_WRONG_DIM),
             A02: {"scaled_dot_product_attention": SDPA_WRONG_DIM},
             A03: answers_03(combine=COMBINE_NO_CONTIGUOUS), A04: answers_04(pad=PAD_FLAT),
             A05: answers_05(fn=PE_FN_EXPONENT_I),
             A06: answers_06(dec=DEC_SELF_TWICE, model=MODEL_NO_CAUSAL, ln=LN_EPS_ON_STD),
             A07: answers_07(shift=SHIFT_LEFT, train=TRAIN_NO_ZERO_GRAD, greedy=GREEDY_NO_STOP,
-                            beam=BEAM_EXTENDS_FINISHED, apply=APPLY_FIRST_ONLY)},
+                            beam=BEAM_EXTENDS_FINISHED, apply=APPLY_FIRST_ONLY),
+            A08: answers_08(3, SwiGLU="gate_on_w3", repeat_kv="tiled", online_softmax_attention="acc_not_rescaled",
+                            DecoderBlock="post_ln", DecoderLM="copied_weight",
+                            sample_next_token="temperature_after_top_p")},
     "fay": {A01: answers_01(scores=SCORES_SWAPPED), A02: {"scaled_dot_product_attention": SDPA_INVERTED_MASK},
             A03: answers_03(mha=MHA_AVERAGED), A04: answers_04(decoder=DECODER_OR),
             A05: answers_05(module=PE_MODULE_ATTRIBUTE),

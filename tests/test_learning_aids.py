@@ -24,7 +24,8 @@ def test_every_exercise_has_tiered_hints_a_paper_link_and_a_self_check(repo, nam
             f"{exercise}: the cell before its answer cell should hold its hints")
         summaries = re.findall(r"<details><summary>(.*?)</summary>", hints.source)
         assert summaries[:3] == ["Hint 1: a nudge", "Hint 2: the idea", "Hint 3: the pieces"], summaries
-        assert "https://arxiv.org/abs/1706.03762" in hints.source and "§" in hints.source
+        # The paper it comes from (Vaswani et al. for 01-07; RMSNorm, RoPE, GQA, ... for 08), with a section.
+        assert re.search(r"https://arxiv\.org/abs/\d{4}\.\d{4,5}", hints.source) and "§" in hints.source
         assert "**Check yourself:**" in hints.source and "<summary>Answer</summary>" in hints.source
         # Each <details> block is closed, so JupyterLab and Colab render the rest of the cell.
         assert hints.source.count("<details>") == hints.source.count("</details>") == 4

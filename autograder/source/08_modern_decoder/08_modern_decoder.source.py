@@ -946,9 +946,14 @@ class DecoderLM(nn.Module):
 def _test_DecoderLM():
     torch.manual_seed(3)
     model = DecoderLM(vocab_size=20, d_model=16, num_heads=4, num_kv_heads=2, d_ff=32, num_layers=2)
-    assert model.lm_head.weight is model.embedding.weight, "lm_head.weight should BE embedding.weight (tied)"
-    untied = 20 * 16 + sum(p.numel() for p in model.parameters())
-    print(f"parameters: {untied - 20 * 16:,} tied, {untied:,} if the output layer had its own")
+    probe = torch.arange(20 * 16.0).view(20, 16)
+    with torch.no_grad():
+        model.embedding.weight.copy_(probe)
+    assert torch.equal(model.lm_head.weight, probe), "lm_head.weight should BE embedding.weight (tied): a write to one is a write to the other"
+    count = sum(p.numel() for p in model.parameters())
+    layer = 2 * 16 + 2 * 16 * 16 + 2 * 16 * 8 + 3 * 16 * 32  # two gains, w_q and w_o, w_k and w_v, SwiGLU
+    assert count == 20 * 16 + 2 * layer + 16, f"expected {20 * 16 + 2 * layer + 16:,} parameters (the tied matrix once), got {count:,}"
+    print(f"parameters: {count:,} tied, {count + 20 * 16:,} if the output layer had its own")
     tokens = torch.randint(0, 20, (3, 7))
     logits, presents = model(tokens)
     assert logits.shape == (3, 7, 20), f"expected logits (B, L, V) = (3, 7, 20), got {tuple(logits.shape)}"

@@ -362,3 +362,9 @@ MISTAKES.update({
             "in the order learned"),
     },
 })
+
+# Notebook 08 (a modern decoder): its own module, for its length.
+from transformer_course.quality import outside08  # noqa: E402
+
+CORRECT.update(outside08.CORRECT)
+MISTAKES.update(outside08.MISTAKES)

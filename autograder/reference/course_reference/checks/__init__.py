@@ -179,7 +179,7 @@ def assert_matches(
     if not _close(got, expected, tol):
         g, e = got.detach().double(), expected.detach().double()
         # Equal infinities (a -inf logit kept as -inf) are no difference; inf where a number belongs is.
-        diff = torch.where(g == e, torch.zeros_like(g), (g - e).abs()).nan_to_num(nan=math.inf)
+        diff = torch.where(g == e, torch.zeros_like(g), (g - e).abs()).nan_to_num(nan=math.inf, posinf=math.inf)
         index = tuple(int(i) for i in torch.nonzero(diff == diff.max())[0])
         found = locate(got, expected, tol)
         raise AssertionError(
