@@ -48,7 +48,7 @@ if "google.colab" in sys.modules:
         "08_modern_decoder"
     )
     PROVIDED = ["course_blocks.py", "multi30k.py"]  # reference code of 01-07; the data
-    missing = [p for p in ("torch", "matplotlib", "seaborn", "sentencepiece", "tqdm")
+    missing = [p for p in ("torch", "matplotlib", "seaborn", "sacrebleu", "sentencepiece", "tqdm")
                if importlib.util.find_spec(p) is None]
     if missing:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
@@ -230,7 +230,7 @@ print(f"and LayerNorm differs, since x has mean about 2: "
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# The even features are `x[..., 0::2]` and the odd ones `x[..., 1::2]`, each `(..., L, d/2)`; an `(L, d/2)` table broadcasts against them. Write the results into `torch.empty_like(x)` at the same slices, or join them with `torch.stack(..., dim=-1)` and `flatten(-2)`. Compute the angles in float64 and cast the cosines and sines to `x.dtype`.
+# The even features are `x[..., 0::2]` and the odd ones `x[..., 1::2]`, each `(..., L, d/2)`; an `(L, d/2)` table broadcasts against them. Write the results at the same slices of a new tensor shaped like `x` (`torch.empty_like`), or join them with `torch.stack(..., dim=-1)` and `flatten(-2)`. Compute the angles in float64 and cast the cosines and sines to `x.dtype`.
 #
 # </details>
 #
@@ -1018,7 +1018,7 @@ _checks.check_DecoderLM(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `Tensor.sort(dim=-1, descending=True, stable=True)` returns the values and the indices; `cumsum(dim=-1)` adds up; `torch.zeros_like(mask).scatter(-1, indices, sorted_mask)` puts a sorted decision back in place; `masked_fill(~keep, float("-inf"))` does the rest.
+# `Tensor.sort(dim=-1, descending=True, stable=True)` returns the values and the indices; `cumsum(dim=-1)` adds up; `torch.zeros_like(mask).scatter(-1, indices, sorted_mask)` puts a sorted decision back in place; `masked_fill` with the opposite of that mask and `float("-inf")` does the rest.
 #
 # </details>
 #
@@ -1105,7 +1105,7 @@ _checks.check_top_p_filter(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `torch.multinomial(probs, num_samples=1)` draws from each row of `(B, V)` and returns `(B, 1)`; `squeeze(-1)` makes it `(B,)`; `argmax(dim=-1)` is the greedy choice.
+# `torch.multinomial` draws `num_samples` indices from each row of a `(B, V)` table of probabilities and returns `(B, num_samples)`; `squeeze(-1)` drops the last axis; `argmax(dim=-1)` is the greedy choice.
 #
 # </details>
 #
