@@ -508,8 +508,9 @@ class Link:
         """What the kernel gets for a value of the grader's objects: tensors as copies (with their
         gradient), plain data as it is, every other object borrowed."""
         if isinstance(value, torch.Tensor):
+            grad = value.grad if value.is_leaf else None  # a non-leaf has none (reading it warns)
             return {"__gtensor__": value.detach(), "requires_grad": value.requires_grad,
-                    "grad": None if value.grad is None else value.grad.detach()}
+                    "grad": None if grad is None else grad.detach()}
         if isinstance(value, tuple | list):
             return {"__seq__": [self.lend_value(v) for v in value], "tuple": isinstance(value, tuple)}
         if type(value) is dict and all(isinstance(k, str | int) for k in value):
