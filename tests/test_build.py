@@ -253,3 +253,20 @@ def test_readme_translation_results_are_those_of_the_executed_solution(repo):
                       r"; (\d+) of \1 translations identical", out)
     sentences, speedup, same = cache.groups()
     assert f"{speedup}x faster on {sentences} sentences, " + ("identical" if same == sentences else "") in prose
+
+
+def test_08_results_in_the_docs_are_those_of_the_executed_solution(repo):
+    """Notebook 08's figures (docs/benchmarks.md) quote the committed run of its Part B: the post-LN
+    against pre-LN losses, the two models' table, and the attention timings."""
+    nb = nbformat.read(repo.root / "solutions" / "08_modern_decoder.ipynb", as_version=4)
+    out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    docs = " ".join((repo.root / "docs" / "benchmarks.md").read_text().split())
+    config = re.search(r"configuration (\w+) on ([^\n]+)", out)
+    assert config and config[1] in ("cpu", "gpu"), "commit a full run (cpu or gpu), not the tiny one"
+    losses = dict(re.findall(r"(pre-LN|post-LN) *: loss over the last \d+ steps ([\d.]+)", out))
+    assert f"{losses['pre-LN']} (pre-LN) against {losses['post-LN']} (post-LN)" in docs
+    for key in ("parameters", "steps", "tokens/s", "activations (MiB)", "validation perplexity"):
+        old, new = re.search(rf"^{re.escape(key)} +([\d,.-]+) +([\d,.-]+)$", out, re.MULTILINE).groups()
+        assert f"| {key} | {old} | {new} |" in docs, (key, old, new)
+    for length, label, ms, mib in re.findall(r"L = +(\d+) +(.+?) +([\d.]+) ms +largest tensor +([\d.]+) MiB", out):
+        assert f"| {length} | {label.strip()} | {ms} ms | {mib} MiB |" in docs, (length, label, ms, mib)

@@ -405,3 +405,84 @@ def test_tied_embeddings_share_one_matrix_and_save_its_parameters():
     logits = tied(torch.tensor([[4, 5, 6]]), torch.tensor([[2, 7]]))
     logits.sum().backward()  # one gradient, from both uses
     assert tied.tgt_embed.embedding.weight.grad is not None and logits.shape == (1, 2, 60)
+
+
+# ------------------------------------------------------------------ notebook 08: a modern decoder
+from course_reference import nb08_modern_decoder as ref08  # noqa: E402
+
+
+def test_rmsnorm_equals_nn_rmsnorm():
+    norm, builtin = ref08.RMSNorm(12, eps=1e-5), torch.nn.RMSNorm(12, eps=1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(12))
+        builtin.weight.copy_(norm.weight)
+    x = torch.randn(3, 4, 12) * 3 + 1
+    torch.testing.assert_close(norm(x), builtin(x))
+
+
+def test_rotary_embedding_equals_the_complex_form_and_depends_on_offsets_only():
+    x, positions = torch.randn(2, 3, 6, 8, dtype=torch.float64), torch.tensor([0, 4, 5, 9, 30, 31])
+    z = torch.view_as_complex(x.reshape(2, 3, 6, 4, 2).contiguous())
+    angles = ref08.rotary_angles(positions, 8)
+    rotated = torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
+    torch.testing.assert_close(ref08.apply_rotary_embedding(x, positions), rotated)
+    q, k = torch.randn(1, 16, dtype=torch.float64), torch.randn(1, 16, dtype=torch.float64)
+    scores = [(ref08.apply_rotary_embedding(q, torch.tensor([m])) @ ref08.apply_rotary_embedding(k, torch.tensor([n])).T)
+              .item() for m, n in [(7, 2), (105, 100), (1005, 1000)]]
+    assert max(scores) - min(scores) < 1e-9
+    with pytest.raises(ValueError, match="even"):
+        ref08.apply_rotary_embedding(torch.zeros(2, 3, 5), torch.arange(3))
+
+
+def test_grouped_query_attention_equals_sdpa_with_enable_gqa_and_its_cache_is_exact():
+    torch.manual_seed(0)
+    layer = ref08.GroupedQueryAttention(24, num_heads=6, num_kv_heads=2)
+    x = torch.randn(2, 7, 24)
+    out, (k, v) = layer(x)
+    q = ref08.apply_rotary_embedding(layer.w_q(x).view(2, 7, 6, 4).transpose(1, 2), torch.arange(7))
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(out, layer.w_o(expected.transpose(1, 2).reshape(2, 7, 24)))
+    first, cache = layer(x[:, :4])
+    second, _ = layer(x[:, 4:], cache)
+    torch.testing.assert_close(torch.cat([first, second], 1), out)
+
+
+def test_grouped_query_attention_with_as_many_groups_as_heads_is_multi_head_attention():
+    torch.manual_seed(1)
+    layer = ref08.GroupedQueryAttention(16, num_heads=4, num_kv_heads=4)
+    x = torch.randn(2, 5, 16)
+    q, k, v = (w(x).view(2, 5, 4, 4).transpose(1, 2) for w in (layer.w_q, layer.w_k, layer.w_v))
+    q, k = (ref08.apply_rotary_embedding(t, torch.arange(5)) for t in (q, k))
+    heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(layer(x)[0], layer.w_o(heads.transpose(1, 2).reshape(2, 5, 16)))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_online_softmax_attention_equals_sdpa_to_1e5(causal):
+    q, k, v = torch.randn(2, 3, 20, 8) * 4, torch.randn(2, 3, 45, 8) * 4, torch.randn(2, 3, 45, 5)
+    mask = torch.ones(20, 45, dtype=torch.bool).tril(25) if causal else None
+    for tile in (1, 7, 16, 64):
+        torch.testing.assert_close(ref08.online_softmax_attention(q, k, v, tile, causal),
+                                   F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-5, rtol=1e-5)
+
+
+def test_decoder_lm_ties_its_output_layer_and_caches_match_a_full_pass():
+    torch.manual_seed(2)
+    model = ref08.DecoderLM(30, 16, 4, 2, 40, 2)
+    assert model.lm_head.weight is model.embedding.weight
+    tokens = torch.randint(0, 30, (2, 9))
+    logits, _ = model(tokens)
+    first, caches = model(tokens[:, :6])
+    second, _ = model(tokens[:, 6:], caches)
+    torch.testing.assert_close(torch.cat([first, second], 1), logits)
+
+
+def test_top_p_keeps_the_fewest_tokens_that_reach_p_and_sampling_follows_it():
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05]).log()
+    assert torch.isfinite(ref08.top_p_filter(logits, 0.7)).tolist() == [True, True, False, False]
+    assert torch.isfinite(ref08.top_p_filter(logits, 0.81)).tolist() == [True, True, True, False]
+    torch.manual_seed(0)
+    draws = ref08.sample_next_token(logits.expand(40000, 4), temperature=1.0, top_p=0.7)
+    freq = torch.bincount(draws, minlength=4) / 40000
+    torch.testing.assert_close(freq, torch.tensor([0.625, 0.375, 0.0, 0.0]), atol=0.01, rtol=0)
+    assert torch.equal(ref08.sample_next_token(logits[None], temperature=0.0), torch.tensor([0]))
