@@ -314,6 +314,8 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if top_p == 1:
+        return logits  # every token (a running sum in floating point can reach 1 before the last one)
     sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
     probs = sorted_logits.softmax(dim=-1)
     before = probs.cumsum(dim=-1) - probs  # probability of the tokens ranked above

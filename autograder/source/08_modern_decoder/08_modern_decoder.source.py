@@ -124,7 +124,7 @@ sns.set_theme(style="whitegrid", palette="colorblind")
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `x.pow(2).mean(dim=-1, keepdim=True)` is the mean square, shape `(..., 1)`; `torch.rsqrt` gives one over a square root; `self.weight` has shape `(D,)` and broadcasts over the other axes.
+# `x.pow(2).mean(dim=-1, keepdim=True)` is the mean square, shape `(..., 1)`; `torch.rsqrt` gives one over a square root; `self.weight` has shape `(D,)` and broadcasts over the other axes; the result keeps the dtype of `x`.
 #
 # </details>
 #
@@ -402,7 +402,7 @@ _checks.check_SwiGLU(globals())
 # ## 4. Grouped-query attention
 #
 # When a model generates text it keeps, for every layer, the keys and values of every token
-# so far (section 9): the **key/value cache**. With $h$ heads that is $2 \cdot h \cdot d_{head}$
+# so far (section 10): the **key/value cache**. With $h$ heads that is $2 \cdot h \cdot d_{head}$
 # numbers per token and layer, and for long texts it is the cache, not the weights, that fills
 # the GPU. Ainslie et al. (2023) let **groups of query heads share one key/value head**: with
 # $h_{kv}$ key/value heads each is read by $h / h_{kv}$ consecutive query heads, and the cache
@@ -476,7 +476,7 @@ _checks.check_repeat_kv(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 5. The attention layer: rotary positions, shared heads, a cache
+# ## 5. The attention layer
 #
 # Now the whole layer. For input `x` `(B, L, D)`:
 #
@@ -612,7 +612,7 @@ _checks.check_GroupedQueryAttention(globals())
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 6. Attention tile by tile: the online softmax
+# ## 6. Attention tile by tile
 #
 # Attention over $L$ tokens forms an $L \times L$ matrix of scores per head: at $L = 32{,}000$
 # that is 4 GB in float32, for one head of one layer. FlashAttention (Dao et al., 2022) never
@@ -997,7 +997,10 @@ _checks.check_DecoderLM(globals())
 #   where the model is sure and large where it is not.
 #
 # A token is in the nucleus when the probability of the tokens ranked *above* it is below $p$;
-# so the most likely token is always kept, and the token that crosses $p$ is kept too.
+# so the most likely token is always kept, and the token that crosses $p$ is kept too, but not
+# one more: with probabilities `[0.5, 0.25, 0.25]` and $p = 0.5$ the nucleus is the first token
+# alone. $p = 1$ keeps every token (return the logits as they are: in floating point the running
+# sum can reach 1 before the last token).
 #
 # **Exercise 9.** Write `top_p_filter(logits, top_p)`: `(..., V)` -> the same logits, with
 # `-inf` for the tokens outside the nucleus. Rank ties by index (a stable sort). Raise
@@ -1048,6 +1051,8 @@ def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     ### BEGIN SOLUTION
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if top_p == 1:
+        return logits  # every token (a running sum in floating point can reach 1 before the last one)
     sorted_logits, order = logits.sort(dim=-1, descending=True, stable=True)
     probs = sorted_logits.softmax(dim=-1)
     keep_sorted = probs.cumsum(dim=-1) - probs < top_p  # probability ranked above each token
@@ -1321,8 +1326,8 @@ class Config:
     context: int  # tokens per training window
     batch_size: int
     lr: float
-    minutes: float  # training time of each model in section 12
-    ln_steps: int  # steps of each run in section 11
+    minutes: float  # training time of each model in section 13
+    ln_steps: int  # steps of each run in section 12
     train_sentences: int | None = None  # None: all 29,000
 
 
@@ -1381,7 +1386,7 @@ if not GRADING:
 
 # %% [markdown]
 # The 2017-style model, from notebooks 05 and 06 (`course_blocks`), with the interface of your
-# `DecoderLM` (it ignores caches: section 13 samples from the modern one only):
+# `DecoderLM` (it ignores caches: section 14 samples from the modern one only):
 
 # %%
 class Decoder2017(nn.Module):
@@ -1591,9 +1596,16 @@ if not GRADING:
     with torch.no_grad():
         for length in lengths:
             q, k, v = (torch.randn(1, 8, length, 64, device=device) for _ in range(3))
+            measured = {}
             for label, fn in versions.items():
                 with LargestTensor() as watch:
                     fn(q, k, v)
-                print(f"L = {length:5d}  {label:31s} {1000 * timed(fn, q, k, v):8.2f} ms   largest tensor "
-                      f"{watch.largest / 2**20:7.2f} MiB")
-    print("Notice: the fused kernel is both the fastest and the smallest; your tiles save the memory, not the time.")
+                measured[label] = (1000 * timed(fn, q, k, v), watch.largest / 2**20)
+                print(f"L = {length:5d}  {label:31s} {measured[label][0]:8.2f} ms   largest tensor "
+                      f"{measured[label][1]:7.2f} MiB")
+    fastest = min(measured, key=lambda label: measured[label][0])
+    smallest = min(measured, key=lambda label: measured[label][1])
+    tiles = measured["your tiles (128)"][0] / measured["plain"][0]
+    print(f"Notice: at L = {length}, the fastest is {fastest} and the smallest {smallest}; your tiles take "
+          f"{tiles:.1f}x the plain form's time for {measured['plain'][1] / measured['your tiles (128)'][1]:.0f}x "
+          "less memory: the Python loop pays for each tile, a fused kernel does not.")

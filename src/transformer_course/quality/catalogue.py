@@ -865,7 +865,7 @@ CORRECT.update({
             "    drop[..., -1] = False\n    return logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))\n"),
         "shifted_mask": TOP_P_HEAD + (
             "    v, idx = torch.sort(logits, descending=True, dim=-1)\n    cum = torch.softmax(v, -1).cumsum(-1)\n"
-            "    drop = cum > top_p\n    drop[..., 1:] = drop[..., :-1].clone()\n    drop[..., 0] = False\n"
+            "    drop = cum >= top_p\n    drop[..., 1:] = drop[..., :-1].clone()\n    drop[..., 0] = False\n"
             "    out = logits.clone()\n    out[drop.scatter(-1, idx, drop)] = float('-inf')\n    return out\n"),
     },
     "sample_next_token": {

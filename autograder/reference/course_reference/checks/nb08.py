@@ -36,8 +36,8 @@ SECTION_RMS = "see section 1, 'RMSNorm'"
 SECTION_ROPE = "see section 2, 'Rotary position embeddings'"
 SECTION_SWIGLU = "see section 3, 'SwiGLU'"
 SECTION_GQA = "see section 4, 'Grouped-query attention'"
-SECTION_LAYER = "see section 5, 'The attention layer: rotary positions, shared heads, a cache'"
-SECTION_TILES = "see section 6, 'Attention tile by tile: the online softmax'"
+SECTION_LAYER = "see section 5, 'The attention layer'"
+SECTION_TILES = "see section 6, 'Attention tile by tile'"
 SECTION_BLOCK = "see section 7, 'The pre-LN decoder block'"
 SECTION_LM = "see section 8, 'The language model, with tied embeddings'"
 SECTION_SAMPLE = "see section 9, 'Sampling: temperature and top-p'"
@@ -291,7 +291,7 @@ def check_repeat_kv(ns: dict[str, Any]) -> None:
 def _gqa(layer: ref.GroupedQueryAttention, x: torch.Tensor, past: ref.PastKV | None = None, *,
          rope_values: bool = False, rope: bool = True, restart: bool = False, rerotate: bool = False,
          causal: str = "offset", tiled: bool = False, scale: float | None = None, unrotated_cache: bool = False,
-         halves: bool = False) -> tuple[torch.Tensor, ref.PastKV]:
+         halves: bool = False, no_transpose: bool = False) -> tuple[torch.Tensor, ref.PastKV]:
     """The layer's forward pass, right (by default) and with one known mistake."""
     b, length, d = x.shape
     start = 0 if past is None else past[0].size(2)
@@ -325,7 +325,8 @@ def _gqa(layer: ref.GroupedQueryAttention, x: torch.Tensor, past: ref.PastKV | N
     scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(layer.d_head))
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, length, d)
+    out = scores.softmax(-1) @ v
+    out = out.reshape(b, length, d) if no_transpose else out.transpose(1, 2).reshape(b, length, d)
     return layer.w_o(out), cache
 
 
@@ -351,6 +352,8 @@ def _gqa_mistakes(layer: ref.GroupedQueryAttention, x: torch.Tensor, past: ref.P
         f"as repeat_kv does ({SECTION_GQA}).":
             _gqa(layer, x, past, tiled=True)[0] if 1 < layer.num_kv_heads < layer.num_heads else None,
         f"the scores are not scaled by 1/sqrt(d_head) ({SECTION_LAYER}).": _gqa(layer, x, past, scale=1.0)[0],
+        f"the heads are merged without .transpose(1, 2) first: (B, h, L, d_head) -> (B, L, h, d_head), then reshape "
+        f"({SECTION_LAYER}).": _gqa(layer, x, past, no_transpose=True)[0] if layer.num_heads > 1 and x.size(1) > 1 else None,
         f"the scores are scaled by 1/sqrt(d_model); use d_head, the size of one head ({SECTION_LAYER}).":
             _gqa(layer, x, past, scale=1 / math.sqrt(x.size(-1)))[0],
     }
@@ -389,12 +392,12 @@ def check_GroupedQueryAttention(ns: dict[str, Any]) -> None:  # noqa: N802 (the 
                 unrotated = _gqa(reference, x, past, unrotated_cache=True)[1][0]
         assert_matches(got, expected, what, mistakes,
                        hint=f"Expected w_o of causal attention with rotated queries and keys ({SECTION_LAYER}).")
-        assert_matches(k, ek.detach(), f"{what}: the cached keys", {
+        assert_matches(k, ek.detach(), f"{what}: the key cache", {
             f"the cache holds the keys before their rotation; store them rotated (a key's position never changes) "
             f"({SECTION_LAYER}).": unrotated if cached else None,
-        }, hint=f"Expected the cache's keys followed by the new keys, rotated, (B, h_kv, P + L, d_head) ({SECTION_LAYER}).")
-        assert_matches(v, ev.detach(), f"{what}: the cached values",
-                       hint=f"Expected the cache's values followed by the new values ({SECTION_LAYER}).")
+        }, hint=f"Expected the cached keys, then the new ones, rotated ({SECTION_LAYER}).")
+        assert_matches(v, ev.detach(), f"{what}: the value cache",
+                       hint=f"Expected the cached values, then the new ones ({SECTION_LAYER}).")
         _gradients(got, expected, mine, reference, what, 8050)
 
 
@@ -456,10 +459,15 @@ def check_online_softmax_attention(ns: dict[str, Any]) -> None:
             f"keys 0 .. L_k - L_q + i ({SECTION_TILES}).": wrong(align_end=False) if causal and lq < lk else None,
             f"causal=True is ignored ({SECTION_TILES}).": ref.attention(q.double(), k.double(), v.double()).float()
             if causal else None,
+            f"the last tile is skipped when tile_size does not divide L_k; it holds the remaining keys "
+            f"({SECTION_TILES}).": _tiles(q, k[..., :lk - lk % tile, :], v[..., :lk - lk % tile, :], tile, causal).float()
+            if lk % tile and lk > tile and not causal else None,
         }
+        if isinstance(got, torch.Tensor) and got.shape == expected.shape and not torch.isfinite(got).all():
+            raise AssertionError(f"{what} contains inf/NaN: the running maximum must be max(m_old, the tile's "
+                                 f"maximum), so that exp(m_old - m_new) <= 1 never overflows ({SECTION_TILES}).")
         assert_matches(got, expected, what, mistakes, tol={"rtol": 1e-4, "atol": 1e-5},
-                       hint=f"Expected softmax(q k^T / sqrt(d)) v, to 1e-5. The running maximum is max(m_old, the "
-                            f"tile's maximum), so that exp(m_old - m_new) <= 1 never overflows ({SECTION_TILES}).")
+                       hint=f"Expected softmax(q k^T / sqrt(d)) v over all L_k keys, to 1e-5 ({SECTION_TILES}).")
     _expect_error(lambda: ns["online_softmax_attention"](q, k, v, 0), "online_softmax_attention(..., tile_size=0)",
                   ValueError, "a tile holds at least one key")
 
@@ -644,6 +652,10 @@ def _top_p_mistakes(logits: torch.Tensor, p: float) -> dict[str, torch.Tensor | 
     ascending_probs = ascending_logits.softmax(-1)
     keep_asc = ascending_probs.cumsum(-1) - ascending_probs < p
     return {
+        f"one token too many is kept: a token whose preceding mass EQUALS top_p is outside the nucleus (keep "
+        f"while it is BELOW top_p) ({SECTION_SAMPLE}).": back(cum - probs <= p) if p < 1 else None,
+        f"the sorted decision is mapped back with gather; use scatter, which writes each decision to the index it "
+        f"came from ({SECTION_SAMPLE}).": logits.masked_fill(~right.gather(-1, order), float("-inf")),
         f"the token that crosses top_p is dropped: keep a token when the probability ranked ABOVE it is below top_p, "
         f"so the kept ones add up to at least top_p ({SECTION_SAMPLE}).": back((cum < p) | first) if p < 1 else None,
         f"the token that crosses top_p is dropped, even the most likely one when it alone exceeds top_p (a row of "
@@ -674,6 +686,12 @@ def check_top_p_filter(ns: dict[str, Any]) -> None:
                            _top_p_mistakes(logits, p),
                            hint=f"Expected the logits of the fewest most likely tokens whose probabilities reach "
                                 f"top_p, and -inf elsewhere ({SECTION_SAMPLE}).")
+    # An exact edge (probabilities 1/2, 1/4, 1/8, 1/8 are exact in float32): top_p = 0.5 is reached by the first
+    # token alone, 0.75 by the first two.
+    halves = torch.tensor([[0.5, 0.25, 0.125, 0.125], [0.125, 0.25, 0.125, 0.5]]).log()
+    for p in (0.5, 0.75):
+        assert_matches(fn(halves, p), ref.top_p_filter(halves, p), f"top_p_filter(log([1/2, 1/4, 1/8, 1/8]), top_p={p})", _top_p_mistakes(halves, p),
+                       hint=f"Expected the fewest most likely tokens that reach top_p ({SECTION_SAMPLE}).")
     batched = TABLE.reshape(2, 2, 6)
     assert_matches(fn(batched, 0.7), ref.top_p_filter(batched, 0.7), "top_p_filter(logits (2, 2, 6), top_p=0.7)",
                    hint=f"Filter each row over its last axis ({SECTION_SAMPLE}).")
