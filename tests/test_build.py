@@ -261,10 +261,14 @@ def test_08_results_in_the_docs_are_those_of_the_executed_solution(repo):
     nb = nbformat.read(repo.root / "solutions" / "08_modern_decoder.ipynb", as_version=4)
     out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     docs = " ".join((repo.root / "docs" / "benchmarks.md").read_text().split())
-    config = re.search(r"configuration (\w+) on ([^\n]+)", out)
+    config = re.search(r"configuration: (\w+) on ([^\n]+)", out)
     assert config and config[1] in ("cpu", "gpu"), "commit a full run (cpu or gpu), not the tiny one"
     losses = dict(re.findall(r"(pre-LN|post-LN) *: loss over the last \d+ steps ([\d.]+)", out))
+    front = " ".join((repo.root / "README.md").read_text().split())
     assert f"{losses['pre-LN']} (pre-LN) against {losses['post-LN']} (post-LN)" in docs
+    assert f"{losses['pre-LN']} (pre-LN) against {losses['post-LN']} (post-LN)" in front
+    perplexity = re.search(r"^validation perplexity +([\d.]+) +([\d.]+)$", out, re.MULTILINE).groups()
+    assert f"validation perplexity {perplexity[1]} against {perplexity[0]}" in front
     for key in ("parameters", "steps", "tokens/s", "activations (MiB)", "validation perplexity"):
         old, new = re.search(rf"^{re.escape(key)} +([\d,.-]+) +([\d,.-]+)$", out, re.MULTILINE).groups()
         assert f"| {key} | {old} | {new} |" in docs, (key, old, new)
