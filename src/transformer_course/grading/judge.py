@@ -319,22 +319,12 @@ class Link:
     def _forward(self, ask: dict) -> dict:
         name = str(ask["callback"])
         fn = self.borrowed[int(name[1:])] if name.startswith("#") else self.lent[name]
-        args, kwargs = self.value(ask["args"]), self.value(ask["kwargs"])
         inputs: list[torch.Tensor] = []
-
-        def leaf(v: Any) -> Any:
-            if isinstance(v, torch.Tensor):
-                v = v.detach().requires_grad_(v.is_floating_point())
-                inputs.append(v)
-            return v
-
-        args = _map(args, leaf)
-        kwargs = _map(kwargs, leaf)
+        leaf = _leaves(inputs)
+        args, kwargs = _map(self.value(ask["args"]), leaf), _map(self.value(ask["kwargs"]), leaf)
         with torch.enable_grad():
             result = fn(*args, **kwargs)
-        outputs = list(result) if isinstance(result, tuple) else [result]
-        number = len(self.calls) + 1
-        self.calls[number] = (inputs, outputs)
+        number, outputs = self._remember(inputs, result)
         return {"call": number, "tuple": isinstance(result, tuple),
                 "differentiable": [isinstance(o, torch.Tensor) and o.requires_grad for o in outputs],
                 "outputs": [o.detach() if isinstance(o, torch.Tensor) else self.lend_value(o) for o in outputs]}
@@ -355,23 +345,22 @@ class Link:
         module = self.modules[ask["module_forward"]]
         module.train(bool(ask["training"]))
         inputs: list[torch.Tensor] = []
-
-        def leaf(v: Any) -> Any:
-            if isinstance(v, torch.Tensor):
-                v = v.detach().requires_grad_(v.is_floating_point())
-                inputs.append(v)
-            return v
-
+        leaf = _leaves(inputs)
         args, kwargs = _map(self.value(ask["args"]), leaf), _map(self.value(ask["kwargs"]), leaf)
         params = {n: leaf(t) for n, t in ask["params"]}
         torch.random.set_rng_state(ask["rng"])
         with torch.enable_grad():
             result = torch.func.functional_call(module, {**params, **ask["buffers"]}, tuple(args), kwargs)
+        number, outputs = self._remember(inputs, result)
+        return {"call": number, "tuple": isinstance(result, tuple), "rng": torch.random.get_rng_state(),
+                "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
+
+    def _remember(self, inputs: list[torch.Tensor], result: Any) -> tuple[int, list]:
+        """Keep a call's leaf inputs and outputs for its vector-Jacobian products (:meth:`_vjp`)."""
         outputs = list(result) if isinstance(result, tuple) else [result]
         number = len(self.calls) + 1
         self.calls[number] = (inputs, outputs)
-        return {"call": number, "tuple": isinstance(result, tuple), "rng": torch.random.get_rng_state(),
-                "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
+        return number, outputs
 
     def _vjp(self, ask: dict) -> dict:
         inputs, outputs = self.calls[ask["vjp"]]
@@ -586,6 +575,19 @@ def _flat(value: Any) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
     _map(value, lambda v: found.append(v) if isinstance(v, torch.Tensor) else None)
     return found
+
+
+def _leaves(inputs: list[torch.Tensor]) -> Callable[[Any], Any]:
+    """A function that turns each tensor it gets into a fresh leaf (requiring grad when floating)
+    and appends it to ``inputs``, where :meth:`_vjp` reads its gradient."""
+
+    def leaf(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            v = v.detach().requires_grad_(v.is_floating_point())
+            inputs.append(v)
+        return v
+
+    return leaf
 
 
 def _map(value: Any, fn: Callable[[Any], Any]) -> Any:
