@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 
+from transformer_course.layout import Repo
 from transformer_course.quality.catalogue import (
     APPLY_OK,
     BEAM_BATCHED,
@@ -648,8 +649,7 @@ SDPA_COPIED = '''def scaled_dot_product_attention(query, key, value, mask=None, 
 
 # ---------------------------------------------------------------- notebook 08 answers
 A08 = "08_modern_decoder"
-EXERCISES_08 = ["RMSNorm", "apply_rotary_embedding", "SwiGLU", "repeat_kv", "GroupedQueryAttention",
-                "online_softmax_attention", "DecoderBlock", "DecoderLM", "top_p_filter", "sample_next_token", "generate"]
+EXERCISES_08 = Repo(ROOT).assignment(A08).exercises  # in notebook order
 
 
 def answers_08(variant: int = 0, **mistakes: str) -> dict[str, str]:

@@ -18,6 +18,7 @@ from . import (
     guarded,
     is_instance,
     randn,
+    randomise,
     record,
     reference_for,
     student_name,
@@ -45,22 +46,13 @@ SECTION_GENERATE = "see section 10, 'Generation with a key/value cache'"
 upstream = upstream_from(ref)
 
 
-def _randomise(module: torch.nn.Module, gen: torch.Generator, scale: float = 0.4) -> torch.nn.Module:
-    """Private random values for every parameter; RMSNorm gains near 1 (so a missing gain shows)."""
-    with torch.no_grad():
-        for name, p in module.named_parameters():
-            noise = randn(*p.shape, gen=gen) * scale
-            p.copy_(1.0 + noise if name.endswith("norm.weight") or name == "weight" else noise)
-    return module
-
-
 def _pair(ns: dict[str, Any], name: str, *args: Any, gen: torch.Generator, deps: tuple[str, ...] = (),
           dtype: torch.dtype = torch.float32) -> tuple[torch.nn.Module, torch.nn.Module]:
     """The student's module and a randomised reference with the same weights."""
     cls = student_name(ns, name)
     with reference_for(ns, **upstream(*deps)):
         mine = construct(cls, name, *args)
-    reference = _randomise(getattr(ref, name)(*args), gen)
+    reference = randomise(getattr(ref, name)(*args), gen, scale=0.4)  # RMSNorm gains near 1
     copy_parameters(mine, reference, f"{name}{args}")
     return mine.to(dtype), reference.to(dtype)
 
@@ -591,7 +583,7 @@ def check_DecoderLM(ns: dict[str, Any]) -> None:  # noqa: N802 (the class's name
             raise AssertionError(f"DecoderLM needs `embedding` (nn.Embedding) and `lm_head` (nn.Linear), got "
                                  f"{type_name(embedding)} and {type_name(head)}; keep the stub's __init__ ({SECTION_LM}).")
         _assert_tied(mine, args)
-        reference = _randomise(ref.DecoderLM(*args), gen)
+        reference = randomise(ref.DecoderLM(*args), gen, scale=0.4)
         copy_parameters(mine, reference, f"DecoderLM{args}")
         tokens = torch.randint(0, vocab, (b, length), generator=gen)
         past = None
@@ -779,12 +771,12 @@ class RecordingModel(torch.nn.Module):
         past = None if past_kvs is None else int(torch.as_tensor(past_kvs[0][0]).size(2))
         self.calls.append((int(tokens.size(1)), past))
         start = past or 0
-        positions = torch.arange(start, start + tokens.size(1))
+        cache = torch.zeros(tokens.size(0), 1, start + tokens.size(1), 1)
+        return self.logits(tokens, torch.arange(start, start + tokens.size(1))), [(cache, cache.clone())]
+
+    def logits(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         favourite = (tokens + positions + 1) % self.vocab
-        logits = F.one_hot(favourite, self.vocab).double() * 4.0 + 0.01 * positions[None, :, None]
-        length = start + tokens.size(1)
-        cache = torch.zeros(tokens.size(0), 1, length, 1)
-        return logits, [(cache, cache.clone())]
+        return F.one_hot(favourite, self.vocab).double() * 4.0 + 0.01 * positions[None, :, None]
 
 
 def _greedy(prompt: torch.Tensor, new: int, vocab: int, first: bool = False) -> torch.Tensor:
@@ -800,18 +792,14 @@ def _greedy(prompt: torch.Tensor, new: int, vocab: int, first: bool = False) -> 
 SPREAD = torch.tensor([2.0, 1.0, 0.5, 0.2, -0.5, -1.0, 0.8, 0.1, -2.0])  # next-token logits of SpreadModel
 
 
-class SpreadModel(torch.nn.Module):
+class SpreadModel(RecordingModel):
     """A stand-in whose next-token logits are always :data:`SPREAD`: for the distribution of a sampled token."""
 
     def __init__(self):
-        super().__init__()
-        self.anchor = torch.nn.Parameter(torch.zeros(1))
+        super().__init__(vocab=SPREAD.numel())
 
-    def forward(self, tokens: torch.Tensor, past_kvs: Any = None) -> tuple[torch.Tensor, list]:
-        tokens = torch.as_tensor(tokens)
-        past = 0 if past_kvs is None else int(torch.as_tensor(past_kvs[0][0]).size(2))
-        cache = torch.zeros(tokens.size(0), 1, past + tokens.size(1), 1)
-        return SPREAD.expand(*tokens.shape, -1).clone(), [(cache, cache.clone())]
+    def logits(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return SPREAD.expand(*tokens.shape, -1).clone()
 
 
 def check_generate(ns: dict[str, Any]) -> None:
