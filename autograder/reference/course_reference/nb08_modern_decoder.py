@@ -46,7 +46,7 @@ class RMSNorm(nn.Module):
 
 def rotary_angles(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
     """The angles ``p * base^(-2i/dim)`` of rotary embeddings, float64 ``(L, dim/2)``."""
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (dim/2,)
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)  # (dim/2,)
     return positions.to(torch.float64)[:, None] * inv_freq  # (L, dim/2)
 
 
@@ -70,7 +70,7 @@ def apply_rotary_embedding(x: torch.Tensor, positions: torch.Tensor, base: float
         raise ValueError(f"rotary embeddings rotate pairs of features: the last axis must be even, got {d}")
     if positions.dim() != 1 or positions.numel() != x.size(-2):
         raise ValueError(f"positions must have shape ({x.size(-2)},) (one per token), got {tuple(positions.shape)}")
-    angles = rotary_angles(positions, d, base)
+    angles = rotary_angles(positions.to(x.device), d, base)  # on x's device, whatever the caller passed
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)  # (L, d/2)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d/2)
     out = torch.empty_like(x)
