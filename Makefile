@@ -11,7 +11,7 @@ TIMEOUT ?= 60
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install build grade test bench compat book browser sandbox lint clean
+.PHONY: install build grade test bench compat book browser sandbox lint clean gpu
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -48,6 +48,14 @@ COMPAT_PYTHON ?= $(BIN)/python
 COMPAT_FLAGS ?=
 compat: install
 	$(BIN)/python scripts/compat.py --python $(COMPAT_PYTHON) $(COMPAT_FLAGS) $(COMPAT_TORCH)
+
+# The training notebooks' solutions (07, 08) top to bottom on a GPU, `gpu` configuration: logs and figures in
+# build/gpu/, the lines docs/benchmarks.md's GPU rows quote printed at the end. GPU_PYTHON must have a CUDA
+# build of torch (the .venv holds the CPU build) with sentencepiece, sacrebleu, matplotlib, seaborn and tqdm.
+GPU_PYTHON ?= python3
+GPU_FLAGS ?=
+gpu: build
+	MULTI30K_DIR=$${MULTI30K_DIR:-$(CURDIR)/../shared/data/multi30k} $(GPU_PYTHON) scripts/gpu_run.py $(GPU_FLAGS)
 
 # A static HTML book of the executed solutions: build/book/_build/html/index.html
 book: install

@@ -108,6 +108,49 @@ def test_feedback_locates_differences_that_match_no_known_mistake():
     assert "plus 0.5" in locate(table + 0.5, table)
 
 
+def test_diagnoses_do_not_fire_where_they_do_not_hold():
+    """A factor of 1 and an offset of 0 are no diagnosis (a sum rounded in another order differs
+    from the expected values by a few units in the last place, nearly uniformly)."""
+    from course_reference.checks import locate
+
+    gen = torch.Generator().manual_seed(0)
+    expected = torch.randn(8, 24, generator=gen) * 50
+    rounded = expected * (1 + 3e-7 * torch.randn(8, 24, generator=gen))  # rounding-sized, relative
+    shifted = expected + 1e-7 * torch.randn(8, 24, generator=gen)
+    for got in (rounded, shifted):
+        found = locate(got, expected)
+        assert "times" not in found and "plus" not in found, found
+
+
+def test_one_comparison_rule_accepts_rounding_of_large_sums_and_rejects_mistakes():
+    """float32 gradients of the reference GroupedQueryAttention against float64 (measured: up to
+    1.3e-6 of the largest entry) pass; a wrong scale, a small offset or one wrong entry does not."""
+    import copy
+
+    from course_reference import nb08_modern_decoder as ref08
+    from course_reference.checks import tolerance, within
+
+    gen = torch.Generator().manual_seed(805)
+    model = ref08.GroupedQueryAttention(16, 4, 2)
+    for p in model.parameters():
+        p.data = torch.randn(p.shape, generator=gen, dtype=torch.float64).float()
+    x = torch.randn(2, 5, 16, generator=gen, dtype=torch.float64)
+    weights = torch.randn(2, 5, 16, generator=torch.Generator().manual_seed(8050), dtype=torch.float64)
+    grads = {}
+    for dtype in (torch.float32, torch.float64):
+        copied = copy.deepcopy(model).to(dtype)
+        (copied(x.to(dtype))[0] * weights.to(dtype)).sum().backward()
+        grads[dtype] = copied.w_k.weight.grad
+    got, exact = grads[torch.float32], grads[torch.float64].float()
+    assert not torch.allclose(got, exact, rtol=1e-4, atol=1e-5)  # the old rule: a correct answer failed
+    tol = tolerance(torch.float32)
+    assert within(got, exact, tol).all()
+    one_wrong = exact.clone()
+    one_wrong[0, 0] += 1e-2 * exact.abs().max()
+    for wrong in (exact * 1.001, exact + 1e-3 * exact.abs().max(), one_wrong):
+        assert not within(wrong, exact, tol).all()
+
+
 def test_section_pointers_in_feedback_name_real_headings(repo):
     """Every "see section N, 'Title'" of the checks is a heading "## N. Title" of its notebook."""
     import re

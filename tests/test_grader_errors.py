@@ -85,7 +85,30 @@ def test_the_guard_cell_has_its_own_timeout(repo):
     guard = new_code_cell("import course_reference.guard")
     guard.metadata["course_guard"] = True
     assert client._get_timeout(guard) >= 300
-    assert client._get_timeout(new_code_cell("x = 1")) == 2
+    answer = new_code_cell("x = 1", metadata={"nbgrader": {"solution": True, "grade": False, "grade_id": "x"}})
+    assert client._get_timeout(answer) == 2
+
+
+def test_time_is_not_a_grade(tmp_path):
+    """A provided cell gets PROVIDED_FACTOR times the limit; an answer cell that runs past its limit
+    (a busy machine) runs once more with RETRY_FACTOR times it, and keeps its points."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from transformer_course.grading.nbgrader_setup import PROVIDED_FACTOR, RETRY_FACTOR, KeepGradesOnCrash
+
+    flag = tmp_path / "ran-once"
+    slow_first = new_code_cell(
+        f"import pathlib, time\nif not pathlib.Path({str(flag)!r}).exists():\n"
+        f"    pathlib.Path({str(flag)!r}).touch()\n    time.sleep(60)\nanswer = 42",
+        metadata={"nbgrader": {"solution": True, "grade": False, "grade_id": "slow", "schema_version": 3}})
+    provided = new_code_cell("import time\ntime.sleep(3)\nshown = True")
+    test = new_code_cell("assert answer == 42 and shown", metadata={"nbgrader": {
+        "solution": False, "grade": True, "grade_id": "t", "points": 1, "schema_version": 3}})
+    client = KeepGradesOnCrash(timeout=2, kernel_name="python3")
+    assert client._get_timeout(provided) == 2 * PROVIDED_FACTOR and RETRY_FACTOR > 1
+    nb, _ = client.preprocess(new_notebook(cells=[slow_first, provided, test]), {"metadata": {"path": str(tmp_path)}})
+    errors = [o for cell in nb.cells for o in cell.outputs if o.get("output_type") == "error"]
+    assert flag.exists() and not errors, errors
 
 
 def test_kept_alembic_head_is_nbgrader_own():

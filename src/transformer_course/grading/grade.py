@@ -22,7 +22,7 @@ from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, intact, workarea
-from transformer_course.grading.nbgrader_setup import NOTEBOOK_TIME_LIMIT, generated_course, trusted_tests
+from transformer_course.grading.nbgrader_setup import NOTEBOOK_TIME_LIMIT, RETRY_FACTOR, generated_course, trusted_tests
 from transformer_course.grading.workarea import MOUNTED, reference_on_path
 from transformer_course.layout import GRADER_ERROR, Assignment, Repo
 
@@ -121,7 +121,8 @@ def _error_message(output: dict, timeout: int) -> str:
     if ename == "NotImplementedError":
         return "not attempted: the answer still raises NotImplementedError"
     if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
-        return f"did not finish within {timeout} s and was interrupted (an endless loop?)"
+        return (f"did not finish within {timeout} s, nor within {timeout * RETRY_FACTOR} s when run again, and "
+                "was interrupted (an endless loop?)")
     if ename in ("DeadKernelError", "NotRun", NOTEBOOK_TIME_LIMIT):  # written by KeepGradesOnCrash
         return evalue
     if ename == "AssertionError":

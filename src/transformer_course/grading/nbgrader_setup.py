@@ -37,6 +37,12 @@ STUB_MESSAGE = "not written yet: replace this line with your code, run the cell,
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
 MAX_RECORD_CHARS = 16_000_000  # a test cell's record of checked values (base64), at most
+# A graded or answer cell that runs past its limit runs once more with this many times the limit before
+# it loses points (a slow or busy machine costs time, not points); a provided cell (no points, no answer:
+# a demonstration) may run PROVIDED_FACTOR times the limit, and its timing out is reported as no fault
+# of the student's.
+RETRY_FACTOR = 3
+PROVIDED_FACTOR = 10
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
 
 
@@ -246,11 +252,14 @@ class KeepGradesOnCrash(Execute):
 
     def _get_timeout(self, cell):
         """The student's ``--timeout`` is for their cells; the guard's own cell (importing torch
-        on a loaded machine) gets at least ``guard_timeout``."""
+        on a loaded machine) gets at least ``guard_timeout``, a provided cell ``PROVIDED_FACTOR``
+        times the limit, and a cell run again after a timeout ``RETRY_FACTOR`` times it."""
         timeout = super()._get_timeout(cell)
-        if cell is not None and cell.metadata.get("course_guard") and timeout is not None:
+        if cell is None or timeout is None:
+            return timeout
+        if cell.metadata.get("course_guard"):
             return max(timeout, self.guard_timeout)
-        return timeout
+        return timeout * (PROVIDED_FACTOR if _provided(cell) else 1) * getattr(self, "_factor", 1)
 
     def preprocess(self, nb, resources=None, km=None):
         self._dead_at = None
@@ -303,20 +312,39 @@ class KeepGradesOnCrash(Execute):
                                    f"({self.max_notebook_s} s for all cells together) before this cell")]
             return cell, resources
         if self._judged and cell.metadata.get("course_guard_source") is not None:
-            return self._judge(cell, resources, index)
-        try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
-        except DeadKernelError:
-            self._dead_at = index
-            cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
-                                       "(sys.exit/os._exit, a crash, or out of memory?)"))
+            cell, resources = self._judge(cell, resources, index)
+            if _timed_out(cell):  # once more with a longer limit: a slow machine is not a wrong answer
+                self._link.timeout *= RETRY_FACTOR
+                try:
+                    cell, resources = self._judge(cell, resources, index)
+                finally:
+                    self._link.timeout /= RETRY_FACTOR
             return cell, resources
-        except CellTimeoutError:  # no reply even after the interrupt
-            return self._stop(cell, resources, index)
+        for attempt in (1, RETRY_FACTOR):
+            self._factor = attempt
+            cell.outputs = []
+            try:
+                cell, resources = super().preprocess_cell(cell, resources, index)
+            except DeadKernelError:
+                self._dead_at = index
+                cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
+                                           "(sys.exit/os._exit, a crash, or out of memory?)"))
+                return cell, resources
+            except CellTimeoutError:  # no reply even after the interrupt
+                return self._stop(cell, resources, index)
+            finally:
+                self._factor = 1
+            # The kernel answered the interrupt: a cell that counts runs again, once, with a longer limit.
+            if not _timed_out(cell) or _provided(cell):
+                break
+        if _timed_out(cell) and _provided(cell):
+            for output in cell.outputs:
+                if output.get("ename") == "CellTimeoutError":
+                    output["evalue"] = (f"a provided cell (no points) ran past {self._get_timeout(cell)} s, the "
+                                        "grader's limit for it, and was interrupted; it costs no points")
         # A kernel that ignores the interrupt (a loop catching KeyboardInterrupt) leaves every
         # later cell queued behind it: the second timeout in a row stops it.
-        timed_out = any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", []))
-        self._timeouts = self._timeouts + 1 if timed_out else 0
+        self._timeouts = self._timeouts + 1 if _timed_out(cell) else 0
         if self._timeouts >= 2:
             return self._stop(cell, resources, index)
         return cell, resources
@@ -375,6 +403,16 @@ class KeepGradesOnCrash(Execute):
             await super()._async_cleanup_kernel()
         except Exception:  # the kernel is already gone
             pass
+
+
+def _provided(cell: NotebookNode) -> bool:
+    """A cell that is neither an answer nor a test: given code, a demonstration or a figure."""
+    marks = cell.metadata.get("nbgrader", {})
+    return not (marks.get("solution") or marks.get("grade") or cell.metadata.get("course_guard_source") is not None)
+
+
+def _timed_out(cell: NotebookNode) -> bool:
+    return any(o.get("ename") == "CellTimeoutError" for o in cell.get("outputs", []))
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
