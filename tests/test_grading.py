@@ -193,3 +193,37 @@ def test_feedback_cuts_a_long_message_but_never_the_note_or_the_conclusion(repo)
     assert "..." in feedback and len(feedback) < MAX_FEEDBACK + len(conclusion) + 60
     short = compose_feedback("", "softmax(x): wrong axis.", "")
     assert short == "softmax(x): wrong axis."
+
+
+def test_same_answers_same_scores_under_any_threads_and_load(repo, tmp_path):
+    """Notebook 08 of ada and ben (sample class: full marks expected; ben's GroupedQueryAttention scored
+    1/4 on busy machines when float32 gradients were compared element-wise) graded with 1, 2 and 4
+    torch threads per kernel, the last while two processes keep every core busy: identical scores,
+    all of them those of autograder/sample_class.toml."""
+    import shutil
+    import subprocess
+    import sys
+    import tomllib
+
+    from transformer_course.grading.batch import grade_class
+
+    from .conftest import GRADING_TIMEOUT
+
+    a08 = "08_modern_decoder"
+    expected = tomllib.loads((repo.autograder / "sample_class.toml").read_text())
+    for student in ("ada", "ben"):
+        shutil.copytree(repo.autograder / "submitted" / student / a08, tmp_path / "in" / student / a08)
+    runs = {}
+    for threads in (1, 2, 4):
+        burners = ([subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+                   if threads == 4 else [])
+        try:
+            results = grade_class(tmp_path / "in", tmp_path / f"out{threads}", repo, timeout=GRADING_TIMEOUT,
+                                  progress=False, workers=1, threads=threads)
+        finally:
+            for burner in burners:
+                burner.kill()
+        runs[threads] = {r.student_id: {e.exercise: e.score for e in r.exercises} for r in results}
+    assert runs[1] == runs[2] == runs[4], runs
+    for student in ("ada", "ben"):
+        assert runs[1][student] == {k: float(v) for k, v in expected[student][a08].items()}, runs[1][student]

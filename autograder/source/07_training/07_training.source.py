@@ -752,6 +752,11 @@ _checks.check_greedy_decode(globals())
 # Python's `sorted(..., key=..., reverse=True)` and a slice keep the beam; the key is the normalised score of hint 2, computed the same way for finished and unfinished hypotheses. Stop when every hypothesis in the beam ends in `eos_id`, or when the longest has `max_len` tokens. `Tensor.topk` gives a hypothesis's best next tokens and their log-probabilities.
 #
 # </details>
+# <details><summary>Hint 4: faster, once it works (optional)</summary>
+#
+# One row at a time calls the decoder once per row and step; on an H200 GPU that cost 93 times greedy decoding. Instead keep every row's $k$ hypotheses in one `(B * k, t)` tensor of tokens (the encoder output repeated with `repeat_interleave(k, dim=0)`) and their scores in a `(B, k)` tensor, starting at `0` for the first hypothesis and `-inf` for the others (so the first step cannot pick copies). Each step: one decoder call for all of them, candidate scores `(B, k, V)`, a finished hypothesis's only candidate itself (kept with a pad token), then `topk(k)` over each row's `k * V` candidates; `index // V` is the hypothesis it extends and `index % V` the token. The solution does this: beam 4 then cost 1.2 times greedy on the same GPU.
+#
+# </details>
 #
 # **Check yourself:** with `length_penalty=0`, does a bigger beam always give a better-scoring translation?
 #

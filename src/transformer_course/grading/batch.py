@@ -272,7 +272,8 @@ def _quiet(logger: str) -> Iterator[None]:
 def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30, progress: bool = True,
                 workers: int | None = None, scheduler: str | None = None, regrade: bool = False,
                 memory_mb: int = 4096, notebook_timeout: int = 1800,
-                max_output_mb: float = 10.0, deadlines: Deadlines | None = None) -> list[SubmissionResult]:
+                max_output_mb: float = 10.0, deadlines: Deadlines | None = None,
+                threads: int | None = None) -> list[SubmissionResult]:
     """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
 
     Args:
@@ -287,6 +288,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         max_output_mb: output kept of a whole notebook, millions of characters.
         deadlines: due dates and the late policy (:mod:`.deadlines`); lateness is worked out from
             the records after grading, so a new deadline grades nothing again.
+        threads: torch threads of each grading kernel (default: the cores shared among the workers;
+            the scores do not depend on it, which tests/test_grading.py checks).
 
     Returns:
         One result per (student, assignment), sorted by student then assignment.
@@ -301,7 +304,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     with output_lock(out):
         limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
                   "max_output_mb": max_output_mb}
-        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines)
+        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines, threads)
 
 
 class OutputBusy(RuntimeError):
@@ -327,7 +330,8 @@ def output_lock(out: Path) -> Iterator[None]:
 
 
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
-                 scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None) -> list[SubmissionResult]:
+                 scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None,
+                 threads: int | None = None) -> list[SubmissionResult]:
     assignments = {a.name: a for a in convert_sources(repo)}
     if unsandboxed := sandbox.warning():
         print(unsandboxed, file=sys.stderr)
@@ -365,7 +369,8 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         _save(out, book, assignments[task.assignment], payload)
         records[(task.student_id, task.assignment)] = payload
     workers = workers or os.cpu_count() or 1
-    threads = max(1, (os.cpu_count() or 1) // workers) if scheduler is None else 1
+    if threads is None:
+        threads = max(1, (os.cpu_count() or 1) // workers) if scheduler is None else 1
     work_root = out / ".work"  # the workers' private nbgrader areas; removed at the end
     if scheduler is None:
         shutil.rmtree(work_root, ignore_errors=True)

@@ -516,6 +516,8 @@ MISTAKES.update({
         "keeps_last": ("def shift_right(tgt, bos_id):\n    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], 1)", "one longer"),
         "bos_at_end": ("def shift_right(tgt, bos_id):\n    return torch.cat([tgt[:, 1:], torch.full_like(tgt[:, :1], bos_id)], 1)", "appended at the end"),
         "overwrite": ("def shift_right(tgt, bos_id):\n    out = tgt.clone()\n    out[:, 0] = bos_id\n    return out", "replaced by bos_id"),
+        "bos_on_cpu": ("def shift_right(tgt, bos_id):\n    bos = torch.full((tgt.size(0), 1), bos_id)\n"
+                       "    return torch.cat([bos, tgt[:, :-1]], 1)", "made on the CPU"),
     },
     "make_teacher_forcing_batch": {
         "not_shifted": ("def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, :-1], tgt[:, :-1]", "NEXT token"),
@@ -697,8 +699,8 @@ SWIGLU_INIT = ("class SwiGLU(nn.Module):\n    def __init__(self, d_model, d_ff):
                "        self.w1 = nn.Linear(d_model, d_ff, bias=False)\n        self.w3 = nn.Linear(d_model, d_ff, bias=False)\n"
                "        self.w2 = nn.Linear(d_ff, d_model, bias=False)\n\n    def forward(self, x):\n")
 ROPE_HEAD = "def apply_rotary_embedding(x, positions, base=10000.0):\n    if x.size(-1) % 2:\n        raise ValueError('d must be even')\n"
-ROPE_ANGLES = ("    d = x.size(-1)\n    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)\n"
-               "    angles = positions.double()[:, None] * theta\n    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n")
+ROPE_ANGLES = ("    d = x.size(-1)\n    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)\n"
+               "    angles = positions.to(x.device).double()[:, None] * theta\n    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n")
 ROPE_OK = ROPE_HEAD + ROPE_ANGLES + ("    a, b = x[..., 0::2], x[..., 1::2]\n"
                                      "    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)\n")
 GQA_INIT = ("class GroupedQueryAttention(nn.Module):\n"
@@ -897,9 +899,11 @@ MISTAKES.update({
     "apply_rotary_embedding": {
         "rotate_half": (ROPE_HEAD + ROPE_ANGLES + "    h = x.size(-1) // 2\n    a, b = x[..., :h], x[..., h:]\n    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)\n", "rotate_half"),
         "wrong_direction": (ROPE_OK.replace("a * cos - b * sin, a * sin + b * cos", "a * cos + b * sin, b * cos - a * sin"), "wrong way"),
-        "exponent_i": (ROPE_OK.replace("torch.arange(0, d, 2, dtype=torch.float64) / d", "torch.arange(d // 2, dtype=torch.float64) / d"), "base^(-i/d)"),
-        "arange_positions": (ROPE_OK.replace("positions.double()[:, None]", "torch.arange(x.size(-2)).double()[:, None]"), "positions given are ignored"),
+        "exponent_i": (ROPE_OK.replace("torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d", "torch.arange(d // 2, dtype=torch.float64, device=x.device) / d"), "base^(-i/d)"),
+        "arange_positions": (ROPE_OK.replace("positions.to(x.device).double()[:, None]", "torch.arange(x.size(-2), device=x.device).double()[:, None]"), "positions given are ignored"),
         "fixed_base": (ROPE_OK.replace("theta = base **", "theta = 10000.0 **"), "`base` argument is ignored"),
+        "table_on_cpu": (ROPE_OK.replace(", device=x.device", "").replace("positions.to(x.device)", "positions"),
+                         "is made on the CPU"),
     },
     "SwiGLU": {
         "gate_on_w3": (SWIGLU_INIT + "        return self.w2(self.w1(x) * F.silu(self.w3(x)))", "SiLU is applied to w3(x)"),

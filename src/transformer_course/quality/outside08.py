@@ -356,15 +356,15 @@ CORRECT: dict[str, dict[str, tuple[str, str]]] = {
     "apply_rotary_embedding": {
         "meta_complex_polar": (
             _ROPE + _ROPE_CHECKS +
-            "    freqs = 1.0 / (base ** (torch.arange(0, d, 2)[: (d // 2)].float() / d))\n"
+            "    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device)[: (d // 2)].float() / d))\n"
             "    freqs = torch.outer(positions.to(freqs.device).float(), freqs)\n"
             "    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)  # complex64, (L, d/2)\n"
             "    x_ = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))\n"
             "    return torch.view_as_real(x_ * freqs_cis).flatten(-2).type_as(x)\n", META_LLAMA + " (precompute_freqs_cis, apply_rotary_emb)"),
         "llama2c_real_cos_sin": (
             _ROPE + _ROPE_CHECKS +
-            "    freqs = 1.0 / (base ** (torch.arange(0, d, 2)[: (d // 2)].float() / d))\n"
-            "    freqs = torch.outer(positions.float(), freqs).float()\n"
+            "    freqs = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device)[: (d // 2)].float() / d))\n"
+            "    freqs = torch.outer(positions.to(x.device).float(), freqs).float()\n"
             "    freqs_cos, freqs_sin = torch.cos(freqs), torch.sin(freqs)\n"
             "    x_r, x_i = x.float().reshape(x.shape[:-1] + (-1, 2)).unbind(-1)\n"
             "    out_r = x_r * freqs_cos - x_i * freqs_sin\n"
@@ -372,8 +372,8 @@ CORRECT: dict[str, dict[str, tuple[str, str]]] = {
             "    return torch.stack([out_r, out_i], dim=-1).flatten(-2).type_as(x)\n", LLAMA2C + " (precompute_freqs_cis, apply_rotary_emb)"),
         "torchtune_cos_sin_cache": (
             _ROPE + _ROPE_CHECKS +
-            "    theta = 1.0 / (base ** (torch.arange(0, d, 2)[: (d // 2)].float() / d))\n"
-            "    idx_theta = torch.einsum('i, j -> ij', positions.float(), theta).float()\n"
+            "    theta = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device)[: (d // 2)].float() / d))\n"
+            "    idx_theta = torch.einsum('i, j -> ij', positions.to(x.device).float(), theta).float()\n"
             "    rope_cache = torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)  # (L, d/2, 2)\n"
             "    xshaped = x.float().reshape(*x.shape[:-1], -1, 2)\n"
             "    x_out = torch.stack([\n"
@@ -388,8 +388,8 @@ CORRECT: dict[str, dict[str, tuple[str, str]]] = {
             "    x1, x2 = x.unflatten(-1, (-1, 2)).unbind(dim=-1)\n"
             "    return torch.stack((-x2, x1), dim=-1).flatten(-2)\n\n" +
             _ROPE + _ROPE_CHECKS +
-            "    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2).float() / d))\n"
-            "    freqs = torch.einsum('i , j -> i j', positions.float(), inv_freq)\n"
+            "    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))\n"
+            "    freqs = torch.einsum('i , j -> i j', positions.to(x.device).float(), inv_freq)\n"
             "    freqs = freqs.repeat_interleave(2, dim=-1)  # '... n -> ... (n r)', r = 2\n"
             "    out = x * freqs.cos() + _rotate_half_interleaved(x) * freqs.sin()\n"
             "    return out.type(x.dtype)\n", LUCID_ROPE),

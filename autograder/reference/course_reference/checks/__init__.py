@@ -64,6 +64,36 @@ def within(got: torch.Tensor, expected: torch.Tensor, tol: Mapping[str, float]) 
     return torch.isclose(g, e, rtol=tol["rtol"], atol=tol["atol"] + tol.get("scale", 0.0) * largest)
 
 
+# What PyTorch says when a tensor on one device meets one on another ("meta" standing in for a GPU).
+_DEVICE_ERRORS = ("is not on the expected device", "same device", "Cannot copy out of meta tensor",
+                  "meta tensor")
+
+
+def on_another_device(call: Callable[[], Any], what: str, made: str) -> None:
+    """Run ``call`` (the student's code on inputs on the meta device, which needs no GPU and, like a
+    GPU, refuses to mix with CPU tensors) and fail, naming the mistake, when ``made`` was built on
+    the CPU: the error, or a result on the CPU. Other failures on "meta" (``.item()`` of a value it
+    does not have) decide nothing: this check then passes, and the value checks stand."""
+    meta = torch.device("meta")
+    try:
+        result = call()
+    except Exception as exc:  # noqa: BLE001 (decided by the message)
+        message = str(exc)
+        if isinstance(exc, NotImplementedError) and not any(e in message for e in _DEVICE_ERRORS):
+            raise  # the stub: not attempted
+        if any(e in message for e in _DEVICE_ERRORS):
+            raise AssertionError(
+                f"{what} fails when its inputs are on another device than the CPU (a GPU): {made} is made on "
+                f"the CPU, and on a GPU this raises \"Expected all tensors to be on the same device\". Create it on "
+                f"the input's device (`device=x.device`, or `torch.full_like`/`zeros_like`).") from None
+        return
+    results = result if isinstance(result, tuple | list) else (result,)
+    for value in results:
+        if isinstance(value, torch.Tensor) and value.device != meta:
+            raise AssertionError(f"{what} returns a tensor on {value.device} for inputs on another device: {made} "
+                                 f"is made on the CPU; create it on the input's device (`device=x.device`).")
+
+
 def _describe(value: Any) -> str:
     if _remote(value):
         return type_name(value)

@@ -18,6 +18,7 @@ from . import (
     construct,
     generator,
     guarded,
+    on_another_device,
     randn,
     record,
     reference_for,
@@ -67,6 +68,8 @@ def check_shift_right(ns: dict[str, Any]) -> None:
         }
         assert_matches(guarded(shift_right, "shift_right")(tgt.clone(), bos), expected,
                        f"shift_right(tgt {tuple(tgt.shape)}, bos_id={bos})", mistakes)
+    on_another_device(lambda: ns["shift_right"](torch.zeros(2, 5, dtype=torch.long, device="meta"), BOS),
+                      "shift_right(tgt on a GPU, bos_id)", f"the column of bos_id ({SECTION_TF})")
 
 
 def check_make_teacher_forcing_batch(ns: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from . import (
     generator,
     guarded,
     is_instance,
+    on_another_device,
     randn,
     randomise,
     record,
@@ -231,6 +232,10 @@ def check_apply_rotary_embedding(ns: dict[str, Any]) -> None:
     _expect_error(lambda: ns["apply_rotary_embedding"](torch.zeros(2, 3, 5), torch.arange(3)),
                   "apply_rotary_embedding(x with 5 features, ...)", ValueError,
                   "the features are rotated in pairs, so their number must be even")
+    on_another_device(lambda: ns["apply_rotary_embedding"](torch.empty(2, 3, 6, 8, device="meta"),
+                                                           torch.arange(6, device="meta")),
+                      "apply_rotary_embedding(x on a GPU, positions on a GPU)",
+                      f"the table of frequencies or angles (`torch.arange(0, d, 2)`) ({SECTION_ROPE})")
 
 
 # ---------------------------------------------------------------------------------------- SwiGLU
