@@ -26,6 +26,7 @@ from . import (
     tolerance,
     type_name,
     upstream_from,
+    within,
 )
 
 # These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
@@ -218,7 +219,7 @@ def check_apply_rotary_embedding(ns: dict[str, Any]) -> None:
         rotation = torch.stack([torch.stack([c, -s], -1), torch.stack([s, c], -1)], -2)  # (L, d/2, 2, 2)
         pairs = x.double().unflatten(-1, (-1, 2))[..., None]  # (..., L, d/2, 2, 1)
         by_matrix = (rotation @ pairs).squeeze(-1).flatten(-2).to(dtype)
-        assert torch.allclose(by_matrix, expected, **tolerance(dtype)), "reference and rotation matrices disagree"
+        assert within(by_matrix, expected, tolerance(dtype)).all(), "reference and rotation matrices disagree"
         assert_matches(got, expected, what, _rope_mistakes(x, positions, base), tol=ROPE_TOL,
                        hint=f"Expected pair (x[2i], x[2i+1]) rotated by the angle p * base^(-2i/d) ({SECTION_ROPE}).")
     # The relative-position property: <R(m) q, R(n) k> depends on m - n only.
