@@ -394,6 +394,12 @@ class KeepGradesOnCrash(Execute):
         with contextlib.suppress(Exception):
             run_sync(self.km.shutdown_kernel)(now=True)
         self._dead_at = index
+        if _provided(cell):  # a demonstration, not the student's answer: say so, blame no one's code
+            self._stopped = "a provided cell (no points) ran past the grader's limit and the kernel was stopped"
+            cell.outputs.append(_error("DeadKernelError", f"a provided cell (no points) ran past "
+                                       f"{self._get_timeout(cell)} s, the grader's limit for it, and did not stop "
+                                       "when interrupted; the kernel was stopped (a grading problem, not an answer)"))
+            return cell, resources
         cell.outputs.append(_error("DeadKernelError", "the kernel kept running after it was interrupted "
                                    "(a loop that catches KeyboardInterrupt?) and was stopped"))
         return cell, resources
