@@ -229,8 +229,8 @@ def test_readme_translation_results_are_those_of_the_executed_solution(repo):
     out = _solution_07_output(repo)
     readme = (repo.root / "docs" / "benchmarks.md").read_text()
     front = " ".join((repo.root / "README.md").read_text().split())
-    config = re.search(r"configuration (\w+) on [^:]+: [\d.]+ min of training, [\d,]+ steps, \d+ epochs "
-                       r"\(kept epoch \d+\), "
+    config = re.search(r"configuration (\w+) on [^:]+: [\d.]+ min of training, [\d,]+ steps, [\d.]+ epochs "
+                       r"\(kept (?:epoch \d+|step \d+ \(epoch [\d.]+\))\), "
                        r"([\d,]+) target tokens/s, peak memory ([\d.]+ GiB)", out)
     assert config, "the solution no longer prints its configuration line"
     name, throughput, peak = config.groups()
@@ -249,7 +249,8 @@ def test_readme_translation_results_are_those_of_the_executed_solution(repo):
     n, total, delta, ratio = changed.groups()
     prose = " ".join(readme.split())  # the paragraph's line breaks fall anywhere
     assert f"changed {int(n):,} of {int(total):,} translations, {delta} BLEU, {ratio}x" in prose
-    cache = re.search(r"(\d+) test sentences, greedy: [\d.]+ s without a cache, [\d.]+ s with one \(([\d.]+)x faster\)"
+    cache = re.search(r"(\d+) test sentences, greedy on [^:]+: [\d.]+ s without a cache, [\d.]+ s with one "
+                      r"\(([\d.]+)x the speed\)"
                       r"; (\d+) of \1 translations identical", out)
     sentences, speedup, same = cache.groups()
     assert f"{speedup}x faster on {sentences} sentences, " + ("identical" if same == sentences else "") in prose

@@ -1398,7 +1398,9 @@ if not GRADING:
                        checkpoint)
         print(f"{label}: train loss {train_loss:.3f}, val loss {val_loss:.3f}, val BLEU {val_bleu:5.2f}, "
               f"{minutes:.1f} min of training" + ("  (best so far: saved)" * improved))
-        if time.monotonic() > deadline or scheduler.last_epoch >= CONFIG.max_epochs * len(train_loader):
+        # The round stops at the first batch past the deadline, so a budget used up shows in `minutes`
+        # (the clock is paused while evaluating: time.monotonic() is just short of the moved deadline).
+        if minutes >= CONFIG.minutes or scheduler.last_epoch >= CONFIG.max_epochs * len(train_loader):
             break
         if evaluation - best["evaluation"] >= CONFIG.patience:
             print(f"stopping early: no lower validation loss in the {CONFIG.patience} evaluations since "
