@@ -27,8 +27,10 @@ def test_every_exercise_has_tiered_hints_a_paper_link_and_a_self_check(repo, nam
         # The paper it comes from (Vaswani et al. for 01-07; RMSNorm, RoPE, GQA, ... for 08), with a section.
         assert re.search(r"https://arxiv\.org/abs/\d{4}\.\d{4,5}", hints.source) and "§" in hints.source
         assert "**Check yourself:**" in hints.source and "<summary>Answer</summary>" in hints.source
-        # Each <details> block is closed, so JupyterLab and Colab render the rest of the cell.
-        assert hints.source.count("<details>") == hints.source.count("</details>") == 4
+        # Each <details> block is closed, so JupyterLab and Colab render the rest of the cell; an optional
+        # fourth hint (beam search: batching it) may follow the three tiers.
+        assert hints.source.count("<details>") == hints.source.count("</details>") in (4, 5)
+        assert summaries[-1] == "Answer" and all(s.startswith("Hint 4:") for s in summaries[3:-1]), summaries
 
 
 def _solution_lines(source: str) -> list[str]:
