@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 import sys
 import types
 from pathlib import Path
@@ -149,6 +150,75 @@ def test_one_comparison_rule_accepts_rounding_of_large_sums_and_rejects_mistakes
     one_wrong[0, 0] += 1e-2 * exact.abs().max()
     for wrong in (exact * 1.001, exact + 1e-3 * exact.abs().max(), one_wrong):
         assert not within(wrong, exact, tol).all()
+
+
+def _verdicts_and_margin(cases: list[tuple[str, str, str]]) -> tuple[dict, float]:
+    """Each case's verdict (passed, or the failure's first words), and the largest share of the
+    allowed error a passing comparison used (``|got - expected|`` over what :func:`within` allows)."""
+    import course_reference.checks as checks
+
+    rule, worst = checks.within, [0.0]
+
+    def measured(got, expected, tol):
+        close = rule(got, expected, tol)
+        if close.all() and got.numel():
+            g, e = got.detach().double(), expected.detach().double()
+            finite = e[torch.isfinite(e)]
+            largest = finite.abs().max().item() if finite.numel() else 0.0
+            allowed = tol["atol"] + tol.get("scale", 0.0) * largest + tol["rtol"] * e.abs()
+            used = torch.where(g == e, torch.zeros_like(g), (g - e).abs()) / allowed
+            worst[0] = max(worst[0], used.nan_to_num(0.0).max().item())
+        return close
+
+    verdicts = {}
+    checks.within = measured
+    try:
+        for exercise, name, code in cases:
+            try:
+                run_checks(exercise, namespace(code))
+                verdicts[(exercise, name)] = "passed"
+            except AssertionError as exc:  # the message's words, not its numbers (errors differ in the last place)
+                verdicts[(exercise, name)] = " ".join(re.sub(r"[-+0-9.e]+", "#", str(exc)).split()[:12])
+    finally:
+        checks.within = rule
+    return verdicts, worst[0]
+
+
+def test_verdicts_hold_under_any_threads_and_load():
+    """Every correct variant and every mistake of both catalogues (own and outside), checked with
+    1, 2 and 4 torch threads, the last while two processes keep every core busy: the same verdicts,
+    every correct answer passing, and with a margin: no passing comparison uses more than half of
+    the error the rule allows, so that a machine summing in another order cannot flip it."""
+    import subprocess
+
+    from transformer_course.quality import outside
+
+    def entries(catalogue: dict) -> list[tuple[str, str, str]]:
+        return [(ex, name, entry if isinstance(entry, str) else entry[0])
+                for ex, variants in catalogue.items() for name, entry in variants.items()]
+
+    correct = entries(CORRECT) + entries(outside.CORRECT)
+    mistakes = entries(MISTAKES) + entries(outside.MISTAKES)
+    saved = torch.get_num_threads()
+    runs = {}
+    try:
+        for threads in (1, 2, 4):
+            burners = ([subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+                       if threads == 4 else [])
+            torch.set_num_threads(threads)
+            try:
+                runs[threads] = (_verdicts_and_margin(correct), _verdicts_and_margin(mistakes)[0])
+            finally:
+                for burner in burners:
+                    burner.kill()
+    finally:
+        torch.set_num_threads(saved)
+    for threads, ((passed, margin), caught) in runs.items():
+        failed = {case: v for case, v in passed.items() if v != "passed"}
+        assert not failed, f"{threads} threads: correct answers failed: {failed}"
+        assert margin < 0.5, f"{threads} threads: a correct answer used {margin:.0%} of the allowed error"
+        assert "passed" not in caught.values(), f"{threads} threads: a mistake passed"
+        assert caught == runs[1][1], f"{threads} threads: other verdicts than with 1 thread"
 
 
 def test_section_pointers_in_feedback_name_real_headings(repo):

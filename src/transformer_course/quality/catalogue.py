@@ -468,6 +468,10 @@ CORRECT.update({
         "cat": "def shift_right(tgt, bos_id):\n    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], 1)",
         "roll": "def shift_right(tgt, bos_id):\n    out = tgt.roll(1, dims=1).clone()\n    out[:, 0] = bos_id\n    return out",
         "pad": "def shift_right(tgt, bos_id):\n    return F.pad(tgt[:, :-1], (1, 0), value=bos_id)",
+        # Reads a value of the input (.item()), which the meta device cannot give: not a device mistake.
+        "checks_ids": ("def shift_right(tgt, bos_id):\n    if tgt.numel() and tgt.min().item() < 0:\n"
+                       "        raise ValueError('token ids are >= 0')\n"
+                       "    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt[:, :-1]], 1)"),
     },
     "make_teacher_forcing_batch": {
         "slices": "def make_teacher_forcing_batch(tgt, pad_id):\n    return tgt[:, :-1], tgt[:, 1:]",
@@ -774,6 +778,8 @@ CORRECT.update({
     },
     "apply_rotary_embedding": {
         "stack_flatten": ROPE_OK,
+        "checks_positions": ROPE_OK.replace("    d = x.size(-1)\n", "    d = x.size(-1)\n    if positions.numel() and positions.min().item() < 0:\n"
+                                            "        raise ValueError('positions are >= 0')\n", 1),
         "complex": ROPE_HEAD + ROPE_ANGLES.replace("    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)\n", "") + (
             "    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())\n"
             "    z = z * torch.polar(torch.ones_like(angles), angles)\n"

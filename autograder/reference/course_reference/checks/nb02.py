@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ..nb02_scaled_dot_product import scaled_dot_product_attention as ref_sdpa
-from . import assert_matches, generator, randn, record, student_name, unpack_pair
+from . import assert_matches, generator, randn, record, student_name, tolerance, unpack_pair, within
 
 # These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
 JUDGED = True
@@ -198,7 +198,7 @@ def check_dropout(ns: dict[str, Any]) -> None:
                              "weights whenever dropout_p > 0 (e.g. F.dropout(weights, dropout_p)).")
     # The weights returned are those the output was computed with: after dropout.
     mixed = weights.detach().to(value.dtype) @ value.expand(n, -1, -1)
-    if not torch.allclose(mixed, out.detach(), atol=1e-5, rtol=1e-4):
+    if not within(mixed, out.detach(), tolerance(out.dtype)).all():
         raise AssertionError(
             "with dropout_p=0.5 the returned weights are not those the output was computed with: "
             "return the weights after dropout (output = weights @ value), see section 3, "

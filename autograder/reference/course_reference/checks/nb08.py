@@ -464,7 +464,7 @@ def check_online_softmax_attention(ns: dict[str, Any]) -> None:
         if isinstance(got, torch.Tensor) and got.shape == expected.shape and not torch.isfinite(got).all():
             raise AssertionError(f"{what} contains inf/NaN: the running maximum must be max(m_old, the tile's "
                                  f"maximum), so that exp(m_old - m_new) <= 1 never overflows ({SECTION_TILES}).")
-        assert_matches(got, expected, what, mistakes, tol={"rtol": 1e-4, "atol": 1e-5},
+        assert_matches(got, expected, what, mistakes, tol=F32,
                        hint=f"Expected softmax(q k^T / sqrt(d)) v over all L_k keys, to 1e-5 ({SECTION_TILES}).")
     _expect_error(lambda: ns["online_softmax_attention"](q, k, v, 0), "online_softmax_attention(..., tile_size=0)",
                   ValueError, "a tile holds at least one key")
