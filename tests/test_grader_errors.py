@@ -4,6 +4,7 @@ next run grades it again), logged with its traceback, and a non-zero exit."""
 from __future__ import annotations
 
 import csv
+import math
 import shutil
 
 import pytest
@@ -109,6 +110,37 @@ def test_time_is_not_a_grade(tmp_path):
     nb, _ = client.preprocess(new_notebook(cells=[slow_first, provided, test]), {"metadata": {"path": str(tmp_path)}})
     errors = [o for cell in nb.cells for o in cell.outputs if o.get("output_type") == "error"]
     assert flag.exists() and not errors, errors
+
+
+def test_limits_scale_with_the_solution_on_this_machine(tmp_path):
+    """A graded cell may run LIMIT_MULTIPLE times its solution's time on this machine where that is
+    longer than --timeout; past both tries, the message gives the cell's own limits."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from transformer_course.grading import nbgrader_setup
+    from transformer_course.grading.nbgrader_setup import LIMIT_MULTIPLE, RETRY_FACTOR, KeepGradesOnCrash
+
+    def graded(source: str, grade_id: str) -> object:
+        return new_code_cell(source, metadata={"nbgrader": {"solution": False, "grade": True, "grade_id": grade_id,
+                                                            "points": 1, "schema_version": 3}})
+
+    slow = graded("import time\ntime.sleep(1.5)\nok = True", "test_slow")  # solution: 0.2 s -> limit 2 s
+    endless = graded("while True:\n    pass", "test_endless")  # solution: 0.1 s -> limit 1 s, then 3 s
+    quick = graded("import time\ntime.sleep(1.5)", "test_quick")  # not measured: --timeout (1 s), then 3 s
+    nbgrader_setup.SOLUTION_SECONDS["limits_demo"] = {"test_slow": 0.2, "test_endless": 0.1}
+    try:
+        client = KeepGradesOnCrash(timeout=1, kernel_name="python3")
+        client._notebook = "limits_demo"
+        assert client._get_timeout(slow) == math.ceil(0.2 * LIMIT_MULTIPLE) and client._get_timeout(quick) == 1
+        resources = {"metadata": {"path": str(tmp_path)}, "nbgrader": {"notebook": "limits_demo"}}
+        nb, _ = client.preprocess(new_notebook(cells=[slow, endless, quick]), resources)
+    finally:
+        del nbgrader_setup.SOLUTION_SECONDS["limits_demo"]
+    errors = {c.metadata["nbgrader"]["grade_id"]: o
+              for c in nb.cells for o in c.outputs if o.get("output_type") == "error"}
+    assert set(errors) == {"test_endless"}, errors  # test_quick ran again with RETRY_FACTOR times its limit
+    assert errors["test_endless"]["evalue"].startswith(f"did not finish within 1 s, nor within {RETRY_FACTOR} s")
+    assert all(nbgrader_setup.SECONDS_KEY in c.metadata for c in nb.cells)
 
 
 def test_kept_alembic_head_is_nbgrader_own():

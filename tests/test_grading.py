@@ -227,3 +227,27 @@ def test_same_answers_same_scores_under_any_threads_and_load(repo, tmp_path):
     assert runs[1] == runs[2] == runs[4], runs
     for student in ("ada", "ben"):
         assert runs[1][student] == {k: float(v) for k, v in expected[student][a08].items()}, runs[1][student]
+
+
+def test_limits_are_measured_on_the_solution_once_per_machine(repo, tmp_path, monkeypatch):
+    """The grader times the solution's cells on this machine (graded through the same path, full marks)
+    and keeps them: the next grader reads them instead of grading the solution again."""
+    from transformer_course.grading import limits, nbgrader_setup
+    from transformer_course.grading.batch import grader_version
+    from transformer_course.grading.grade import Grader
+
+    assignment = repo.assignment("01_self_attention")
+    cache = limits.cache_file(repo, assignment, grader_version(repo))
+    cache.unlink(missing_ok=True)
+    monkeypatch.setattr(nbgrader_setup, "SOLUTION_SECONDS", {})  # this process: nothing measured yet
+    import transformer_course.grading.grade as grade_module
+    monkeypatch.setattr(grade_module, "SOLUTION_SECONDS", nbgrader_setup.SOLUTION_SECONDS)
+    seconds = Grader(tmp_path / "a", repo, 60, only=assignment.name).calibrate(assignment)
+    tests = {t.grade_id for t in assignment.tests}
+    assert tests <= set(seconds) and all(0 < s < 60 for s in seconds.values()), seconds
+    assert limits.load(cache) == seconds
+    nbgrader_setup.SOLUTION_SECONDS.clear()
+    kept = {**seconds, "test_softmax": 123.0}  # read from the cache, not measured again
+    limits.save(cache, kept)
+    assert Grader(tmp_path / "b", repo, 60, only=assignment.name).calibrate(assignment) == kept
+    cache.unlink()

@@ -12,6 +12,7 @@ import html
 import os
 import re
 import shutil
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -22,7 +23,13 @@ from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, intact, workarea
-from transformer_course.grading.nbgrader_setup import NOTEBOOK_TIME_LIMIT, RETRY_FACTOR, generated_course, trusted_tests
+from transformer_course.grading.nbgrader_setup import (
+    NOTEBOOK_TIME_LIMIT,
+    RETRY_FACTOR,
+    SOLUTION_SECONDS,
+    generated_course,
+    trusted_tests,
+)
 from transformer_course.grading.workarea import MOUNTED, reference_on_path
 from transformer_course.layout import GRADER_ERROR, Assignment, Repo
 
@@ -120,6 +127,8 @@ def _error_message(output: dict, timeout: int) -> str:
     ename, evalue = output.get("ename", "Error"), output.get("evalue", "")
     if ename == "NotImplementedError":
         return "not attempted: the answer still raises NotImplementedError"
+    if ename == "CellTimeoutError" and evalue.startswith("did not finish"):  # with the cell's own limits
+        return evalue
     if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
         return (f"did not finish within {timeout} s, nor within {timeout * RETRY_FACTOR} s when run again, and "
                 "was interrupted (an endless loop?)")
@@ -203,6 +212,7 @@ class Grader:
                                     notebook_timeout=notebook_timeout, max_output_mb=max_output_mb, sandbox=True,
                                     source=work / "source")
         self.coursedir = self.api.coursedir
+        self._calibrating = False
         self._pristine = {p.relative_to(work): p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
 
     def _reset(self) -> None:
@@ -235,6 +245,7 @@ class Grader:
     def grade(self, student_id: str, assignment: Assignment, submitted: Path, note: str = "",
               feedback_dir: Path | None = None) -> SubmissionResult:
         """Autograde one notebook and write its feedback HTML."""
+        self.calibrate(assignment)
         self._reset()  # nothing of the previous notebook (its autograded copy, its grades) remains
         nb, why = read_submission(submitted)
         if nb is None:
@@ -262,6 +273,34 @@ class Grader:
         if feedback_dir is not None:
             self.api.generate_feedback(assignment.name, WORK_STUDENT, force=True)
         return self._finish(result, feedback_dir)
+
+    def calibrate(self, assignment: Assignment) -> dict[str, float]:
+        """The seconds each graded cell of ``assignment``'s solution takes on this machine (measured by
+        grading the solution, once per machine; see :mod:`.limits`), set as the base of its cells' limits."""
+        from transformer_course.grading import limits
+        from transformer_course.grading.batch import grader_version
+
+        if assignment.notebook in SOLUTION_SECONDS or self._calibrating:
+            return SOLUTION_SECONDS.get(assignment.notebook, {})
+        solution = self.repo.solutions / f"{assignment.notebook}.ipynb"
+        cache = limits.cache_file(self.repo, assignment, grader_version(self.repo))
+        seconds = limits.load(cache)
+        if seconds is None and solution.is_file():
+            self._calibrating = True
+            try:
+                result = self.grade("solution", assignment, solution)
+            finally:
+                self._calibrating = False
+            seconds = limits.measured(self.autograded(assignment)) if self.autograded(assignment).is_file() else {}
+            short = [r for r in result.exercises if r.score < r.max_score]
+            if short:  # this machine cannot grade fairly: say so, and measure again next time
+                print(f"warning: the solution of {assignment.name}, graded on this machine, lost points in "
+                      f"{', '.join(r.exercise for r in short)} ({one_line(short[0].feedback, 200)}): grades "
+                      "made here may be wrong", file=sys.stderr)
+            else:
+                limits.save(cache, seconds)
+        SOLUTION_SECONDS[assignment.notebook] = seconds or {}
+        return SOLUTION_SECONDS[assignment.notebook]
 
     def _failed(self, student_id: str, assignment: Assignment, status: str, reason: str,
                 feedback_dir: Path | None) -> SubmissionResult:

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 import sys
@@ -43,6 +44,12 @@ MAX_RECORD_CHARS = 16_000_000  # a test cell's record of checked values (base64)
 # of the student's.
 RETRY_FACTOR = 3
 PROVIDED_FACTOR = 10
+# Limits scale with the machine: a graded or answer cell may run LIMIT_MULTIPLE times what the same cell of
+# the solution took on this machine, where that is longer than --timeout (transformer_course.grading.limits
+# measures it; SOLUTION_SECONDS holds it, by notebook then grade_id, for this process).
+LIMIT_MULTIPLE = 10
+SOLUTION_SECONDS: dict[str, dict[str, float]] = {}
+SECONDS_KEY = "course_seconds"  # cell metadata: how long the grader's run of the cell took
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
 
 
@@ -243,6 +250,8 @@ class KeepGradesOnCrash(Execute):
                         "are judged here (transformer_course.grading.judge) run in this process against it"
                         ).tag(config=True)
 
+    _notebook = ""  # the notebook being graded (its name), set by preprocess
+
     def __init__(self, **kw):
         super().__init__(**kw)
         if self.sandboxed:  # nbgrader's Execute fixes the manager class at init, whatever the config says
@@ -259,7 +268,12 @@ class KeepGradesOnCrash(Execute):
             return timeout
         if cell.metadata.get("course_guard"):
             return max(timeout, self.guard_timeout)
-        return timeout * (PROVIDED_FACTOR if _provided(cell) else 1) * getattr(self, "_factor", 1)
+        return self._limit(cell, timeout) * (PROVIDED_FACTOR if _provided(cell) else 1) * getattr(self, "_factor", 1)
+
+    def _limit(self, cell, timeout: float) -> float:
+        """``timeout``, or LIMIT_MULTIPLE times the solution's time for this cell on this machine if longer."""
+        seconds = SOLUTION_SECONDS.get(self._notebook, {}).get(_grade_id(cell) or "")
+        return max(timeout, float(math.ceil(LIMIT_MULTIPLE * seconds))) if seconds else timeout
 
     def preprocess(self, nb, resources=None, km=None):
         self._dead_at = None
@@ -270,8 +284,8 @@ class KeepGradesOnCrash(Execute):
         self._total = 0
         self._started = time.monotonic()
         self._link = None
-        self._judged = bool(self.reference) and judged(Path(self.reference), (resources or {}).get(
-            "nbgrader", {}).get("notebook", ""))
+        self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
+        self._judged = bool(self.reference) and judged(Path(self.reference), self._notebook)
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -303,6 +317,20 @@ class KeepGradesOnCrash(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
+        start = time.monotonic()
+        try:
+            cell, resources = self._run_cell(cell, resources, index)
+        finally:
+            cell.metadata[SECONDS_KEY] = round(time.monotonic() - start, 3)  # limits.measure reads it
+        if _timed_out(cell) and not _provided(cell):  # say what the limits were: they differ by cell
+            limit = self._limit(cell, self.timeout or 60)
+            for output in cell.outputs:
+                if output.get("ename") == "CellTimeoutError":
+                    output["evalue"] = (f"did not finish within {limit:g} s, nor within {limit * RETRY_FACTOR:g} s "
+                                        "when run again, and was interrupted (an endless loop?)")
+        return cell, resources
+
+    def _run_cell(self, cell, resources, index):
         if self._dead_at is not None:
             cell.outputs = [_error("NotRun", f"not run: {self._stopped}")]
             return cell, resources
@@ -312,13 +340,10 @@ class KeepGradesOnCrash(Execute):
                                    f"({self.max_notebook_s} s for all cells together) before this cell")]
             return cell, resources
         if self._judged and cell.metadata.get("course_guard_source") is not None:
-            cell, resources = self._judge(cell, resources, index)
+            limit = self._limit(cell, self.timeout or 60)
+            cell, resources = self._judge(cell, resources, index, limit)
             if _timed_out(cell):  # once more with a longer limit: a slow machine is not a wrong answer
-                self._link.timeout *= RETRY_FACTOR
-                try:
-                    cell, resources = self._judge(cell, resources, index)
-                finally:
-                    self._link.timeout /= RETRY_FACTOR
+                cell, resources = self._judge(cell, resources, index, limit * RETRY_FACTOR)
             return cell, resources
         for attempt in (1, RETRY_FACTOR):
             self._factor = attempt
@@ -349,8 +374,9 @@ class KeepGradesOnCrash(Execute):
             return self._stop(cell, resources, index)
         return cell, resources
 
-    def _judge(self, cell, resources, index):
-        """Run the test cell here, its calls into the student's code going to the kernel (:mod:`.judge`)."""
+    def _judge(self, cell, resources, index, limit: float):
+        """Run the test cell here, its calls into the student's code going to the kernel (:mod:`.judge`),
+        each of them for at most ``limit`` seconds."""
         from transformer_course.grading.judge import Link, LinkBroken, run_test
 
         cell.metadata["course_judged"] = True
@@ -367,6 +393,7 @@ class KeepGradesOnCrash(Execute):
                 self._link = Link(self.km.blocking_client(), timeout=self.timeout or 60, watched=watched,
                                   interrupt=run_sync(self.km.interrupt_kernel), alive=run_sync(self.km.is_alive))
                 self._link.install()
+            self._link.timeout = limit
             ename, evalue, printed = run_test(self._link, source, _grade_id(cell) or "", Path(self.reference))
         except LinkBroken as exc:
             ename, evalue, printed = "LinkBroken", str(exc), ""

@@ -1,0 +1,66 @@
+"""Time limits that scale with the machine that grades.
+
+A cell's limit is ``--timeout``, or :data:`~.nbgrader_setup.LIMIT_MULTIPLE` times what the same cell of
+the solution takes on this machine when that is longer: a slow laptop or a busy server raises the
+limits of the cells that are slow everywhere (a training test, a long demonstration) and leaves the
+rest as they are. The solution notebook of an assignment is graded once per machine, through the
+grader itself (so its judged test cells are timed as a student's are), and the seconds of its cells
+are kept in ``data/cache/limits/``, under a key made of the grader's version, the machine and the
+threads a kernel gets: the next grading run on the same machine reads them.
+
+Grading the solution checks the machine too: a solution that does not score full marks here is
+reported (the grades of this machine could not be trusted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from transformer_course.grading.nbgrader_setup import SECONDS_KEY
+from transformer_course.layout import Assignment, Repo
+
+
+def cache_file(repo: Repo, assignment: Assignment, version: str) -> Path:
+    """Where the solution's seconds of ``assignment`` are kept for this machine and thread count."""
+    machine = "|".join([platform.node(), platform.machine(), platform.processor(), str(os.cpu_count()),
+                        os.environ.get("OMP_NUM_THREADS", ""), sys.version.split()[0]])
+    key = hashlib.sha256(f"{version}|{machine}".encode()).hexdigest()[:16]
+    return repo.root / "data" / "cache" / "limits" / f"{assignment.name}-{key}.json"
+
+
+def load(path: Path) -> dict[str, float] | None:
+    """The seconds kept at ``path``, or None (not measured yet, or a damaged file)."""
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and all(isinstance(v, int | float) for v in data.values()):
+            return {str(k): float(v) for k, v in data.items()}
+    return None
+
+
+def save(path: Path, seconds: dict[str, float]) -> None:
+    """Keep ``seconds`` at ``path`` (written whole, then renamed: a reader never sees half a file)."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_suffix(f".{os.getpid()}.part")
+        part.write_text(json.dumps(seconds, indent=1, sort_keys=True) + "\n")
+        part.replace(path)
+
+
+def measured(autograded: Path) -> dict[str, float]:
+    """Seconds of each graded or answer cell of an autograded notebook, by grade_id."""
+    nb: Any = nbformat.read(autograded, as_version=4)
+    seconds = {}
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id and SECONDS_KEY in cell.metadata:
+            seconds[grade_id] = float(cell.metadata[SECONDS_KEY])
+    return seconds
