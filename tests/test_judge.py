@@ -359,14 +359,18 @@ def test_an_optimizer_over_the_kernels_parameters_runs_there_and_its_state_comes
 
 def test_attributes_of_the_graders_objects_are_read_again_once_they_change(kernel):
     """The kernel keeps what it read of a test's object (a decoding loop reads model.pad_id at every
-    step) only until the grader's code changes it: a model that counts its calls is read anew."""
+    step) only until the grader's code changes it: a model that counts its calls is read anew. Writing one
+    is refused: the grader's objects are lent read-only."""
     _, kc, link = kernel
     define(kc, """
         def look(model, x):
             seen = [model.calls, model.pad_id]
             model(x)
             seen.append(model.calls)
-            model.pad_id = 7
+            try:
+                model.pad_id = 7
+            except RuntimeError as exc:
+                seen.append(str(exc))
             seen += [model.pad_id, model.calls]
             return seen
     """)
@@ -381,8 +385,9 @@ def test_attributes_of_the_graders_objects_are_read_again_once_they_change(kerne
                 self.calls += 1
                 return x
         model = Counting()
-        assert look(model, torch.ones(1)) == [0, 0, 1, 7, 1], look(model, torch.ones(1))
-        assert model.pad_id == 7 and model.calls == 1
+        seen = look(model, torch.ones(1))
+        assert seen[:3] + seen[4:] == [0, 0, 1, 0, 1] and "read-only" in seen[3], seen
+        assert model.pad_id == 0 and model.calls == 1
     """)[:2] == ("", "")
 
 
@@ -391,3 +396,85 @@ def test_what_the_students_code_prints_is_in_the_tests_output(kernel):
     define(kc, "def noisy(x):\n    print('debug:', x)\n    return x + 1\n")
     ename, _, printed = judge(link, "assert noisy(1) == 2\nprint('passed')\n")
     assert ename == "" and printed.index("debug: 1") < printed.index("passed")
+
+
+REFLECT = """
+    def reach(model):
+        ask = type(model)._course_ask  # the raw request, past the stand-in's filter of dunders
+        answers = []
+        for steps in (["__class__", "__init__", "__builtins__"], ["forward", "__func__", "__builtins__"]):
+            try:
+                value = model
+                for name in steps:
+                    value = ask(value, getattr=name)
+                run = value["exec"] if isinstance(value, dict) else ask(value, getattr="exec")
+                run("print('GRADER' + '-RAN-' + 'IT')")
+                answers.append("ran")
+            except Exception as exc:
+                answers.append(str(exc))
+        try:
+            ask(model, setattr="pad_id", value=7)
+            answers.append("written")
+        except Exception as exc:
+            answers.append(str(exc))
+        return answers
+"""
+
+
+def test_the_graders_objects_answer_only_the_allow_list(kernel):
+    """The kernel walking a lent model to the builtins (from its class, or from a lent method) or
+    writing its attribute, with the raw requests the stand-in class would filter: each refused,
+    saying what was asked, and nothing of the student's runs here."""
+    _, kc, link = kernel
+    define(kc, REFLECT)
+    ename, evalue, printed = judge(link, """
+        import torch
+        class Model(torch.nn.Module):
+            pad_id = 0
+            def forward(self, x):
+                return x
+        model = Model()
+        answers = reach(model)
+        assert all("Refused" in a for a in answers), answers
+        assert "lends no private or special attribute" in answers[0] and "'__func__'" in answers[1], answers
+        assert "read-only" in answers[2] and model.pad_id == 0, answers
+    """)
+    assert (ename, evalue) == ("", "") and "GRADER-RAN-IT" not in printed, (ename, evalue, printed)
+
+
+def test_sizes_from_the_kernel_are_bounded_before_any_copy(kernel):
+    """A stride-0 tensor (a few bytes sent, gigabytes once copied) and a lent reference called at a
+    size no test uses are refused; the RNG state a lent class is built with is the kernel's for that
+    call only."""
+    from transformer_course.grading import lending
+
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        def huge():
+            clone = torch.Tensor.clone
+            torch.Tensor.clone = lambda self, *a, **k: self if self.numel() > 10**8 else clone(self, *a, **k)
+            try:
+                return torch.zeros(1).expand(500_000_000)
+            finally:
+                pass
+        def big_call():
+            try:
+                table(9000, 9000)  # the lent reference, by its name (as an exercise calls softmax)
+            except Exception as exc:
+                return str(exc)
+    """)
+    ename, evalue, _ = judge(link, "huge()")
+    assert ename == "Refused" and "larger than any test's" in evalue, (ename, evalue)
+    define(kc, "import torch\ntorch.Tensor.clone = torch.Tensor.clone\n")
+    ename, evalue, _ = judge(link, """
+        import torch
+        def table(n, d):
+            return torch.zeros(n, d)
+        ns = globals()
+        with ns.lend({"table": table}):
+            said = big_call()
+        assert said is not None and "at most" in said, said
+    """)
+    assert (ename, evalue) == ("", ""), (ename, evalue)
+    assert lending.MAX_CALL_SIZE < 9000 * 9000

@@ -45,6 +45,33 @@ def test_tampering_earns_what_it_earned(tampered, student):
     assert attacks.verdict(student, {e.exercise: e.score for e in result.exercises}, feedback) == ""
 
 
+@pytest.fixture(scope="module")
+def lent_attacks(repo, tmp_path_factory):
+    """The attacks through the objects a test lends (attacks.lent_cases), graded as a class: sandbox on
+    where bubblewrap is installed, two workers."""
+    submitted = tmp_path_factory.mktemp("lent")
+    attacks.write_lent_class(repo, submitted)
+    out = tmp_path_factory.mktemp("lent-out")
+    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=2, memory_mb=2000)
+    return {(r.student_id, r.assignment): r for r in results}, out
+
+
+@pytest.mark.parametrize("student", sorted(attacks.lent_cases()))
+def test_the_graders_lent_objects_answer_only_the_allow_list(lent_attacks, repo, student):
+    """Reflection from a lent model to the builtins, a lent method's globals, a write to a grader
+    object, a stride-0 tensor of 2 GB and a lent reference called at 64 million entries: none runs
+    the student's code in the grader (what it would print there is not in the test's output), each
+    is answered with a refusal the student sees, and the notebook gets what its honest work earns."""
+    results, out = lent_attacks
+    assignment = attacks.lent_cases()[student][0]
+    result = results[(student, assignment)]
+    notebook = repo.assignment(assignment).notebook
+    output = (out / "nbgrader" / "autograded" / student / assignment / f"{notebook}.ipynb").read_text()
+    feedback = " ".join(e.feedback for e in result.exercises)
+    assert attacks.lent_verdict(repo, student, {e.exercise: e.score for e in result.exercises}, feedback,
+                                output) == "", result
+
+
 def test_memory_limit_stopped_the_allocation(tampered):
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_memory" / A01 / f"{A01}.ipynb", as_version=4)
@@ -373,5 +400,7 @@ def test_folders_of_killed_graders_are_swept_by_the_next(tmp_path, monkeypatch):
 def test_the_readme_counts_the_attacks_the_suite_runs(repo):
     """The benchmarks guide's 'N of M defended' is this suite's: every case of attacks.py, none left undefended."""
     total = len(attacks.cases())
+    lent = len(attacks.lent_cases())
     assert not attacks.NOT_DEFENDED
-    assert f"| {total} of {total} defended |" in (repo.root / "docs" / "benchmarks.md").read_text()
+    text = (repo.root / "docs" / "benchmarks.md").read_text()
+    assert f"| {total} of {total} defended |" in text and f"| {lent} of {lent} defended |" in text

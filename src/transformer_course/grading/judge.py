@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from transformer_course.grading import lending
 from transformer_course.grading.recorder import ANSWER, PLAIN, PROMPT, decode, encode, pack, unpack
 
 SOURCE = Path(__file__).with_name("recorder.py")
@@ -59,6 +60,7 @@ class Link:
         self._serving: str | None = None  # msg_id of the running serve loop
         self._depth = 0  # > 0 while answering a call back: requests then go as its reply
         self.borrowed: list[Any] = []  # the grader's objects passed to the kernel, by number
+        self.approved: dict[int, Any] = {}  # callables read through the allow-list (lending.check_attribute)
         self._borrowed_ids: dict[int, int] = {}
         # Attributes of borrowed objects the kernel keeps until this process next runs code of its own
         # (a request, or a call back that changed them): (number, name) -> the value it was.
@@ -230,6 +232,7 @@ class Link:
             if not prompt.startswith(PROMPT):
                 raise ValueError("not a call back")
             ask = decode(prompt[len(PROMPT):])
+            lending.check_tensors(ask)  # before any copy or computation of the grader's
             self._depth += 1
             try:
                 reply = self._call_back(ask)
@@ -264,7 +267,10 @@ class Link:
         """An attribute, item, length or the items of one of the grader's objects, for the kernel."""
         target = self.borrowed[ask["borrowed"]]
         if "getattr" in ask:
+            lending.check_attribute(target, ask["getattr"])  # the allow-list, before anything of target runs
             value = getattr(target, ask["getattr"])
+            if callable(value) and not isinstance(value, type | torch.nn.Module):
+                self.approved[id(value)] = value  # a method the allow-list lends by name (optimizer.step)
             # A method the object's class defines is the same on every read: the kernel keeps it
             # (a decoding loop's model.decode then costs a request per call, not two).
             stable = (getattr(value, "__self__", None) is target and callable(value)
@@ -276,18 +282,23 @@ class Link:
                 self.kept[(ask["borrowed"], ask["getattr"])] = value
             return {"value": self.lend_value(value), "stable": stable, "keep": keep}
         elif "setattr" in ask:
-            self.kept.pop((ask["borrowed"], ask["setattr"]), None)
-            value = setattr(target, ask["setattr"], self.value(ask["value"]))
+            raise lending.Refused(f"your code set `.{ask['setattr']}` on the grader's {type(target).__name__}: "
+                                  "the grader's objects are lent read-only")
         elif "list" in ask:
+            lending.check_iteration(target)
             value = list(target)
         elif "next" in ask:
+            lending.check_iteration(target)
             value = [v for v in [next(target, _END)] if v is not _END]
         elif "len" in ask:
+            lending.check_iteration(target)
             value = len(target)
         elif "bool" in ask:
-            value = bool(target)
+            value = bool(target)  # every object lent is torch's or the course's: no student code runs
         elif "getitem" in ask:
-            value = target[self.value(ask["getitem"])]
+            key = self.value(ask["getitem"])
+            lending.check_item(target, key)
+            value = target[key]
         else:
             value = type(target).__qualname__
         return {"value": self.lend_value(value)}
@@ -318,10 +329,18 @@ class Link:
 
     def _forward(self, ask: dict) -> dict:
         name = str(ask["callback"])
-        fn = self.borrowed[int(name[1:])] if name.startswith("#") else self.lent[name]
+        if name.startswith("#"):
+            fn = self.borrowed[int(name[1:])]
+            if id(fn) not in self.approved:
+                lending.check_callable(fn)
+        elif name in self.lent:
+            fn = self.lent[name]
+        else:
+            raise lending.Refused(f"your code called the grader's {name}, which is not lent now")
         inputs: list[torch.Tensor] = []
         leaf = _leaves(inputs)
         args, kwargs = _map(self.value(ask["args"]), leaf), _map(self.value(ask["kwargs"]), leaf)
+        lending.check_call_size(name if name in self.lent else type(fn).__name__, args, kwargs)
         with torch.enable_grad():
             result = fn(*args, **kwargs)
         number, outputs = self._remember(inputs, result)
@@ -332,11 +351,18 @@ class Link:
     def _construct(self, ask: dict) -> dict:
         """A lent module class instantiated here, with the kernel's RNG (its initial values are
         those an instance made there would get); its parameters and buffers go to the kernel."""
-        cls = self.lent[ask["construct"]]
-        torch.random.set_rng_state(ask["rng"])
-        module = cls(*self.value(ask["args"]), **self.value(ask["kwargs"]))
+        name = str(ask["construct"])
+        if name not in self.lent:
+            raise lending.Refused(f"your code built the grader's {name}, which is not lent now")
+        cls = self.lent[name]
+        args, kwargs = self.value(ask["args"]), self.value(ask["kwargs"])
+        lending.check_call_size(name, args, kwargs)
+        with torch.random.fork_rng(devices=[]):  # the kernel's RNG state, for this call only
+            torch.random.set_rng_state(_rng_state(ask["rng"]))
+            module = cls(*args, **kwargs)
+            rng = torch.random.get_rng_state()
         self.modules.append(module)
-        return {"module": len(self.modules) - 1, "rng": torch.random.get_rng_state(),
+        return {"module": len(self.modules) - 1, "rng": rng,
                 "params": [[n, p.detach()] for n, p in module.named_parameters()],
                 "buffers": [[n, b.detach()] for n, b in module.named_buffers()]}
 
@@ -348,11 +374,12 @@ class Link:
         leaf = _leaves(inputs)
         args, kwargs = _map(self.value(ask["args"]), leaf), _map(self.value(ask["kwargs"]), leaf)
         params = {n: leaf(t) for n, t in ask["params"]}
-        torch.random.set_rng_state(ask["rng"])
-        with torch.enable_grad():
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():  # the kernel's RNG state, for this call only
+            torch.random.set_rng_state(_rng_state(ask["rng"]))
             result = torch.func.functional_call(module, {**params, **ask["buffers"]}, tuple(args), kwargs)
+            rng = torch.random.get_rng_state()
         number, outputs = self._remember(inputs, result)
-        return {"call": number, "tuple": isinstance(result, tuple), "rng": torch.random.get_rng_state(),
+        return {"call": number, "tuple": isinstance(result, tuple), "rng": rng,
                 "outputs": [o.detach() if isinstance(o, torch.Tensor) else o for o in outputs]}
 
     def _remember(self, inputs: list[torch.Tensor], result: Any) -> tuple[int, list]:
@@ -487,7 +514,10 @@ class Link:
 
     def borrow(self, value: Any) -> int:
         """The number under which the kernel knows ``value``, one of the grader's objects (held
-        until the test ends, so that the same object keeps its number)."""
+        until the test ends, so that the same object keeps its number): only what
+        :mod:`.lending` allows."""
+        if id(value) not in self.approved:
+            lending.check_lend(value)
         if id(value) not in self._borrowed_ids:
             self.borrowed.append(value)
             self._borrowed_ids[id(value)] = len(self.borrowed) - 1
@@ -502,13 +532,14 @@ class Link:
                     "grad": None if grad is None else grad.detach()}
         if isinstance(value, tuple | list):
             return {"__seq__": [self.lend_value(v) for v in value], "tuple": isinstance(value, tuple)}
-        if type(value) is dict and all(isinstance(k, str | int) for k in value):
+        if isinstance(value, dict) and all(isinstance(k, str | int) for k in value):  # a state_dict too
             return {"__dict__": {k: self.lend_value(v) for k, v in value.items()}}
         return self.send(value)
 
     def ok(self, answer: dict, what: str) -> Any:
         """The value of ``answer``, or the student's error as the checks expect it."""
         if "ok" in answer:
+            lending.check_tensors(answer["ok"])  # before any copy of what it holds
             return self.value(answer["ok"], what)
         raise remote_error(answer)
 
@@ -557,6 +588,14 @@ def _through(link: Link, call: int, value: Any, leaves: list[torch.Tensor]) -> A
         return v
 
     return _map(value, swap)
+
+
+def _rng_state(value: Any) -> torch.Tensor:
+    """An RNG state from the kernel, as torch's CPU generator takes it (else the grader's own is refused)."""
+    if not (isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1
+            and value.numel() == torch.random.get_rng_state().numel()):
+        raise lending.Refused("your code sent the grader an RNG state that is not one")
+    return value.detach().clone()
 
 
 def _optimizer_of(fn: Any) -> bool:
@@ -768,6 +807,8 @@ class Namespace(dict):
         try:
             yield
         finally:
+            for name in replacements:  # no longer callable from the kernel
+                self.link.lent.pop(name, None)
             self.link.ok(self.link.request({"op": "unlend"}), "unlend")
             for name, value in saved.items():
                 if value is None:
@@ -815,6 +856,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
         link.attached.clear()  # the objects they stand for are released now
         link.proxies.clear()
         link.borrowed.clear()
+        link.approved.clear()
         link._borrowed_ids.clear()
         link.kept.clear()
         with contextlib.suppress(Exception):

@@ -312,6 +312,117 @@ def cases() -> dict[str, Case]:
     }
 
 
+# Attacks through the grader's objects that a test hands to the student's code (grader v4: the allow-list
+# of transformer_course.grading.lending). Each goes around the kernel's stand-in class (which the student
+# controls) and asks the grader directly; it prints what the grader answered, then does the honest work.
+# What an attack's code prints if it runs in the grader (where a test's output is captured); the
+# notebook's source holds it only in pieces, so finding it whole in the output means it ran there.
+RAN_IN_GRADER = "GRADER-RAN-IT"
+REFLECT_TO_BUILTINS = """
+_honest = train_epoch
+
+def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
+    try:  # model.__class__.__init__.__globals__['__builtins__']['exec'](code): code run in the grader
+        ask = type(model)._course_ask  # the raw request, past the stand-in's filter of dunders (a lent model)
+        init = ask(ask(model, getattr="__class__"), getattr="__init__")
+        run = ask(init, getattr="__globals__")["__builtins__"]["exec"]
+        run("print('GRADER' + '-RAN-' + 'IT')")
+    except Exception as exc:
+        print("ATTACK ANSWERED:", exc)
+    return _honest(model, loader, optimizer, scheduler, loss_fn, device)
+"""
+CALL_LENT_METHOD_GLOBALS = """
+_honest = train_epoch
+
+def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
+    try:  # a lent method's function, then its globals: the builtins through another door
+        ask = type(model)._course_ask
+        forward = ask(model, getattr="forward")
+        run = ask(ask(forward, getattr="__func__"), getattr="__globals__")["__builtins__"]["exec"]
+        run("print('GRADER' + '-RAN-' + 'IT')")
+    except Exception as exc:
+        print("ATTACK ANSWERED:", exc)
+    return _honest(model, loader, optimizer, scheduler, loss_fn, device)
+"""
+WRITE_GRADER_ATTRIBUTE = """
+_honest = train_epoch
+
+def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
+    if type(model).__name__ == "Borrowed":  # the grader's model (not one of this kernel's own)
+        try:  # made to answer from the student's code
+            model.forward = lambda *a, **k: None
+        except Exception as exc:
+            print("ATTACK ANSWERED:", exc)
+    return _honest(model, loader, optimizer, scheduler, loss_fn, device)
+"""
+STRIDE_ZERO = """
+_honest = train_epoch
+
+def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
+    _honest(model, loader, optimizer, scheduler, loss_fn, device)
+    clone = torch.Tensor.clone  # the kernel's own copy skipped, so that the view goes as it is
+    torch.Tensor.clone = lambda self, *a, **k: self if self.numel() > 10**8 else clone(self, *a, **k)
+    return torch.zeros(1).expand(500_000_000)  # 4 bytes sent, 2 GB once copied
+"""
+OVERSIZED_REFERENCE = """
+_honest_init = PositionalEncoding.__init__
+
+def _init(self, d_model, dropout=0.1, max_len=5000):
+    try:  # the grader's lent reference, at a size no test uses: 64 million entries in the grader's memory
+        sinusoidal_positional_encoding(8000, 8000)
+    except Exception as exc:
+        print("ATTACK ANSWERED:", exc)
+    _honest_init(self, d_model, dropout, max_len)
+
+PositionalEncoding.__init__ = _init
+"""
+A07, A05 = "07_training", "05_positional_encoding"
+
+
+def lent_cases() -> dict[str, tuple[str, Callable[[nbformat.NotebookNode, str], object], dict[str, int], str]]:
+    """student -> (assignment, edit(nb, student), points lost per exercise, words the attack must print
+    (what the grader answered))."""
+
+    def after(grade_id: str, code: str) -> Callable[[nbformat.NotebookNode, str], object]:
+        return lambda nb, student: add_after(nb, grade_id, code)
+
+    return {
+        "t_reflect_to_builtins": (A07, after("train_epoch", REFLECT_TO_BUILTINS), {}, "lends no private"),
+        "t_lent_method_globals": (A07, after("train_epoch", CALL_LENT_METHOD_GLOBALS), {}, "lends no private"),
+        "t_write_grader_attribute": (A07, after("train_epoch", WRITE_GRADER_ATTRIBUTE), {}, "read-only"),
+        "t_stride_zero": (A07, after("train_epoch", STRIDE_ZERO), {"train_epoch": 4}, ""),
+        "t_oversized_reference": (A05, after("PositionalEncoding", OVERSIZED_REFERENCE), {}, "at most"),
+    }
+
+
+def write_lent_class(repo: Repo, folder: Path) -> None:
+    """One student folder per attack of :func:`lent_cases`, each with its edited notebook."""
+    for student, (assignment, edit, _, _) in lent_cases().items():
+        notebook = repo.assignment(assignment).notebook
+        nb = nbformat.read(repo.solutions / f"{notebook}.ipynb", as_version=4)
+        edit(nb, student)
+        (folder / student / assignment).mkdir(parents=True)
+        nbformat.write(nb, folder / student / assignment / f"{notebook}.ipynb")
+
+
+def lent_verdict(repo: Repo, student: str, scores: dict[str, float], feedback: str, output: str) -> str:
+    """'' when the attack ``student`` of :func:`lent_cases` got what it should: its honest points, a
+    refusal it saw (``output``: its autograded notebook's text) or the feedback that names it, and no
+    code of its run in the grader; else what went wrong."""
+    assignment, _, lost, words = lent_cases()[student]
+    graded = repo.assignment(assignment)
+    expected = {e: float(graded.max_score(e) - lost.get(e, 0)) for e in graded.exercises}
+    if RAN_IN_GRADER in output:
+        return "its code ran in the grader"
+    if scores != expected:
+        return f"scored {scores}, expected {expected}"
+    if words and not ("ATTACK ANSWERED" in output and words in output):
+        return f"the grader's refusal ({words!r}) is not in its output"
+    if not words and "larger than any test's" not in feedback:
+        return "its feedback does not say the tensor was refused"
+    return ""
+
+
 def write_class(repo: Repo, folder: Path) -> None:
     """One student folder per attack under ``folder``, each with its edited notebook 01."""
     solution = repo.solutions / f"{A01}.ipynb"

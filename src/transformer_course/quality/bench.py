@@ -7,7 +7,7 @@
   cells, test cells, outside comparison, nbgrader bookkeeping, feedback), with kernels forked
   from the template and started fresh, against the notebook's own cells in a plain kernel
   (target: grading <= 1.5x those);
-- a generated class of 30 students x 7 notebooks: seconds per notebook and the speed-up of
+- a generated class of 30 students x every notebook (8): seconds per notebook and the speed-up of
   ``transformer-course grade`` (parallel) against serial ``nbgrader autograde`` (nbgrader's
   CLI, same config), target >= 2.5x on 2 cores with the sandbox on, identical per-cell scores;
 - training throughput (target tokens per second, forward+backward+step) of the reference
@@ -139,7 +139,7 @@ def recorded_training(repo: Repo) -> list[str]:
 
 
 def make_class(repo: Repo, target: Path, students: int = 30) -> int:
-    """A class of ``students`` students x 7 notebooks, cycling through the sample class's
+    """A class of ``students`` students x every notebook, cycling through the sample class's
     complete hand-ins (correct, other styles, mistakes); returns the number of notebooks."""
     sources = [s for s in BENCH_STUDENTS if len(list((repo.sample_class / s).iterdir())) == len(repo.assignments())]
     for i in range(students):
@@ -495,22 +495,40 @@ def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, fl
     return {"without (s per notebook)": off, "with (s per notebook)": on, "ratio": on / off}
 
 
-def attack_figures(repo: Repo, timeout: int = 60) -> tuple[int, int, list[str]]:
-    """The attacks of ``attacks.py`` graded through the real path: (defended, of how many, what failed)."""
+def attack_figures(repo: Repo, timeout: int = 60) -> dict[str, tuple[int, int, list[str]]]:
+    """The attacks of ``attacks.py`` graded through the real path, by class: (defended, of how many, what failed)."""
     from transformer_course.grading.batch import grade_class
     from transformer_course.quality import attacks
 
+    figures = {}
     with tempfile.TemporaryDirectory(prefix="tc-bench-attacks-") as tmp:
         attacks.write_class(repo, Path(tmp) / "in")
         results = [r for r in grade_class(Path(tmp) / "in", Path(tmp) / "out", repo, timeout=timeout,
                                           progress=False, memory_mb=2000) if r.assignment == attacks.A01]
-    failed = []
-    for r in results:
-        feedback = " ".join([r.reason] + [e.feedback for e in r.exercises])
-        why = attacks.verdict(r.student_id, {e.exercise: e.score for e in r.exercises}, feedback)
-        if why:
-            failed.append(f"{r.student_id}: {why}")
-    return len(results) - len(failed), len(results), failed
+        failed = []
+        for r in results:
+            feedback = " ".join([r.reason] + [e.feedback for e in r.exercises])
+            why = attacks.verdict(r.student_id, {e.exercise: e.score for e in r.exercises}, feedback)
+            if why:
+                failed.append(f"{r.student_id}: {why}")
+        figures["from answer cells (notebook 01)"] = (len(results) - len(failed), len(results), failed)
+        attacks.write_lent_class(repo, Path(tmp) / "lent")
+        cases = attacks.lent_cases()
+        results = [r for r in grade_class(Path(tmp) / "lent", Path(tmp) / "lent-out", repo, timeout=timeout,
+                                          progress=False, memory_mb=2000) if r.assignment == cases[r.student_id][0]]
+        failed = []
+        for r in results:
+            notebook = repo.assignment(r.assignment).notebook
+            output = (Path(tmp) / "lent-out" / "nbgrader" / "autograded" / r.student_id / r.assignment
+                      / f"{notebook}.ipynb")
+            why = attacks.lent_verdict(repo, r.student_id, {e.exercise: e.score for e in r.exercises},
+                                       " ".join(e.feedback for e in r.exercises),
+                                       output.read_text() if output.is_file() else "")
+            if why:
+                failed.append(f"{r.student_id}: {why}")
+        figures["through the grader's lent objects (notebooks 05, 07)"] = (len(results) - len(failed), len(results),
+                                                                            failed)
+    return figures
 
 
 def similarity_figures(repo: Repo) -> None:
@@ -558,11 +576,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{box['with (s per notebook)']:.2f} s; ratio {box['ratio']:.2f}")
         else:
             print("  not measured: bubblewrap is not installed (`make sandbox`)")
-        defended, total, failed = attack_figures(repo)
-        print(f"\nAttacks on the grader from answer cells (transformer_course/attacks.py): {defended} of {total} "
-              "defended")
-        for line in failed:
-            print(f"  NOT DEFENDED {line}")
+        print("\nAttacks on the grader (transformer_course/quality/attacks.py), by class:")
+        for kind, (defended, total, failed) in attack_figures(repo).items():
+            print(f"  {kind}: {defended} of {total} defended")
+            for line in failed:
+                print(f"    NOT DEFENDED {line}")
         if args.sandbox_only:
             return 0
     similarity_figures(repo)
@@ -586,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     g = time_grading(repo)
     n = g["notebooks"]
     serial, parallel = g["serial nbgrader autograde (s)"], g["transformer-course grade (s)"]
-    print(f"\nGrading a class of {g['students']} students x 7 notebooks ({n} notebooks), {os.cpu_count()} cores:")
+    print(f"\nGrading a class of {g['students']} students x {n // g['students']} notebooks ({n} notebooks), "
+          f"{os.cpu_count()} cores:")
     print(f"  serial nbgrader autograde              : {serial:7.1f} s  ({serial / n:.2f} s per notebook)")
     print(f"  transformer-course grade (parallel, + feedback, CSVs, gradebook): {parallel:7.1f} s  "
           f"({parallel / n:.2f} s per notebook)")
