@@ -338,6 +338,25 @@ def test_kernel_template_attacks_reach_no_other_notebook(repo, tmp_path):
 
 
 @pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
+def test_files_a_notebook_leaves_in_shared_memory_or_tmp_reach_no_other(repo, tmp_path):
+    """A notebook that leaves files in /dev/shm and /tmp (answers for the next student, or a trap):
+    the next notebook graded by the same worker finds neither."""
+    solution = repo.solutions / f"{A01}.ipynb"
+    writer = nbformat.read(solution, as_version=4)
+    attacks.add_after(writer, "softmax", "for d in ('/dev/shm', '/tmp'):\n"
+                                         "    open(d + '/left-by-writer', 'w').write('answers')")
+    reader = nbformat.read(solution, as_version=4)
+    attacks.add_after(reader, "softmax", "import os\nprint('FOUND', [d for d in ('/dev/shm', '/tmp') "
+                                         "if os.path.exists(d + '/left-by-writer')])")
+    for student, nb in (("h_a_writer", writer), ("h_b_reader", reader)):
+        (tmp_path / "in" / student / A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
+    grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    text = (tmp_path / "out" / "nbgrader" / "autograded" / "h_b_reader" / A01 / f"{A01}.ipynb").read_text()
+    assert "FOUND []" in text, re.findall(r"FOUND[^\\]*", text)
+
+
+@pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
 def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch):
     """Every cell gives the same kinds of output (figures included: the inline backend must hook
     into the forked kernel's shell) and the same points, forked or started fresh."""

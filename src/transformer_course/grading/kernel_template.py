@@ -5,11 +5,12 @@ Started by :class:`~transformer_course.grading.forkserver.ForkServer` as ``pytho
 what every grading kernel imports (torch, matplotlib, ipykernel: about 2 s of CPU a kernel)
 once, never runs any code of a notebook, and answers one JSON request a line on its stdin:
 
-- ``launch``: end every other process of the sandbox, empty ``/tmp`` (the kernels' HOME), then
+- ``launch``: end every other process of the sandbox, empty ``/tmp`` (the kernels' HOME) and
+  ``/dev/shm``, then
   fork a fresh kernel that writes its connection file and starts ipykernel;
 - ``poll``: the kernel's exit code, or None while it runs;
 - ``signal``: send a signal to the kernel;
-- ``clean``: end every other process of the sandbox and empty ``/tmp``.
+- ``clean``: end every other process of the sandbox and empty ``/tmp`` and ``/dev/shm``.
 
 It makes itself non-dumpable, so a kernel cannot read or write its memory (ptrace, /proc).
 Standard library only until the imports it warms; no import of this package.
@@ -47,7 +48,9 @@ def clean() -> None:
         if not others():
             break
         time.sleep(0.01)
-    wipe("/tmp", mount_points("/tmp"))
+    for folder in ("/tmp", "/dev/shm"):  # shared memory too: files there outlive the kernel that wrote them
+        if os.path.isdir(folder):
+            wipe(folder, mount_points(folder))
 
 
 def mount_points(under: str) -> set[str]:
