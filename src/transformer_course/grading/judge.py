@@ -239,7 +239,8 @@ class Link:
             finally:
                 self._depth -= 1
         except Exception as exc:  # noqa: BLE001 (the kernel's side raises it in the student's code)
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
+            name = "AttributeError" if isinstance(exc, lending.NotLent) else type(exc).__name__
+            reply = {"error": f"{name}: {exc}"}
         # The kept attributes this call back's code changed (a model that counts its calls): read again.
         changed = [key for key, value in self.kept.items()
                    if getattr(self.borrowed[key[0]], key[1], _END) is not value]

@@ -58,6 +58,11 @@ class Refused(Exception):
     """The kernel asked for something the grader does not lend (the student's code sees this error)."""
 
 
+class NotLent(AttributeError):
+    """An attribute the grader does not lend: an ``AttributeError`` in the student's code, so that
+    ``hasattr(model, name)`` and ``getattr(model, name, default)`` work as they do on any object."""
+
+
 def _course_class(cls: type) -> bool:
     return any(k.__module__.split(".")[0] in COURSE_MODULES for k in cls.__mro__ if k is not object)
 
@@ -72,9 +77,13 @@ def _kind(target: Any) -> str:
 
 
 def check_attribute(target: Any, name: str) -> None:
-    """Refuse ``target.name`` unless the allow-list lends it (nothing of ``target`` runs before this)."""
+    """Refuse ``target.name`` unless the allow-list lends it (nothing of ``target`` runs before this).
+
+    Raises:
+        NotLent: an AttributeError saying what was asked for and that the grader does not lend it.
+    """
     if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
-        raise Refused(f"your code asked the grader's {_kind(target)} for {name!r}: the grader lends no private "
+        raise NotLent(f"your code asked the grader's {_kind(target)} for {name!r}: the grader lends no private "
                       "or special attribute")
     if isinstance(target, torch.nn.Module):
         own = vars(target)
@@ -97,7 +106,7 @@ def check_attribute(target: Any, name: str) -> None:
     elif isinstance(target, torch.optim.lr_scheduler.LRScheduler):
         if name in SCHEDULER_NAMES:
             return
-    raise Refused(f"your code asked the grader's {_kind(target)} for `.{name}`, which the grader does not lend "
+    raise NotLent(f"your code asked the grader's {_kind(target)} for `.{name}`, which the grader does not lend "
                   "(it lends a model's forward pass, parameters, buffers, submodules and documented attributes, "
                   "an optimizer's step and zero_grad, a scheduler's step)")
 
