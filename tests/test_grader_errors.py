@@ -63,6 +63,39 @@ def test_a_grader_failure_is_reported_not_recorded_and_graded_next_time(repo, tw
     assert not (out / ERRORS_LOG).exists()
 
 
+def test_a_worker_record_for_another_student_or_beyond_the_points_is_refused(repo, two_students, tmp_path,
+                                                                             monkeypatch):
+    """The parent writes every record under the task's own student and assignment, and only a record
+    that fits the assignment: a worker returning ada's record for ben's task, or 50 points for a
+    3-point exercise, is a grader error for that task and changes nobody's grade."""
+    out = tmp_path / "out"
+    real = batch.grade_task
+
+    def forged(*args):
+        payload = real(*args)
+        if args[-1].student_id == "ben":
+            payload["result"]["student_id"] = "ada"  # ben's notebook, written as ada's
+        return payload
+
+    monkeypatch.setattr(batch, "grade_task", forged)
+    assert main(["grade", str(two_students), "--out", str(out), "--workers", "1",
+                 "--timeout", str(GRADING_TIMEOUT)]) == 1
+    rows = _rows(out)
+    assert rows[("ben", "01_self_attention")]["status"] == GRADER_ERROR
+    assert rows[("ada", "01_self_attention")]["score"] == "11"
+    assert "names 'ada'" in (out / ERRORS_LOG).read_text()
+
+    def inflated(*args):
+        payload = real(*args)
+        payload["result"]["exercises"][0]["score"] = 50.0
+        return payload
+
+    monkeypatch.setattr(batch, "grade_task", inflated)
+    assert main(["grade", str(two_students), "--out", str(tmp_path / "out2"), "--workers", "1",
+                 "--timeout", str(GRADING_TIMEOUT)]) == 1
+    assert {r["status"] for k, r in _rows(tmp_path / "out2").items() if k[1] == "01_self_attention"} == {GRADER_ERROR}
+
+
 def test_nbgrader_failing_is_a_grader_error_but_a_dead_kernel_is_the_students(repo, tmp_path, monkeypatch):
     grader = Grader(tmp_path / "work", repo, GRADING_TIMEOUT)
     assignment = repo.assignment("01_self_attention")

@@ -52,6 +52,7 @@ from transformer_course.grading import forkserver, sandbox
 from transformer_course.grading.grade import (
     ExerciseResult,
     Grader,
+    GraderError,
     SubmissionResult,
     discover,
     fallback_html,
@@ -129,6 +130,36 @@ def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task
         cells = grader.grade_cells(assignment)
     return {"result": asdict(result), "cells": cells, "feedback": html, "fingerprint": task.fingerprint,
             "autograded": autograded.read_bytes() if autograded.is_file() else None}
+
+
+def invalid_payload(task: Task, assignment: Assignment, payload: Any) -> str:
+    """'' when a worker's payload is one this task can have, else what is wrong with it. The parent
+    writes every record, by the task's own student and assignment: a worker (or whatever ran in it)
+    can at most spoil its own notebook, never write another's record or give points a cell has not."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("result"), dict):
+        return "not a record"
+    result = payload["result"]
+    if result.get("student_id") != task.student_id or result.get("assignment") != task.assignment:
+        return f"it names {result.get('student_id')!r}/{result.get('assignment')!r}"
+    if result.get("status") not in ("graded", "crashed", "invalid", "missing", GRADER_ERROR):
+        return f"status {result.get('status')!r}"
+    exercises = result.get("exercises")
+    if not isinstance(exercises, list) or [e.get("exercise") if isinstance(e, dict) else None
+                                           for e in exercises] != list(assignment.exercises):
+        return "its exercises are not the assignment's"
+    for e in exercises:
+        top = assignment.max_score(e["exercise"])
+        if not (isinstance(e.get("score"), int | float) and 0 <= e["score"] <= top and e.get("max_score") == top
+                and isinstance(e.get("feedback"), str)):
+            return f"{e['exercise']}: score {e.get('score')!r} of {e.get('max_score')!r} (at most {top:g})"
+    points = {t.grade_id: t.points for t in assignment.tests}
+    cells = payload.get("cells")
+    if not isinstance(cells, dict) or any(k not in points or not isinstance(v, int | float) or not 0 <= v <= points[k]
+                                          for k, v in cells.items()):
+        return "its cells are not the assignment's test cells, within their points"
+    if not isinstance(payload.get("feedback"), str):
+        return "no feedback page"
+    return ""
 
 
 def _missing(task: Task, assignment: Assignment) -> dict:
@@ -378,6 +409,10 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress or not tasks)
     try:
         for task, payload in _run(tasks, run_args, workers, scheduler):
+            problem = "" if isinstance(payload, BaseException) else invalid_payload(
+                task, assignments[task.assignment], payload)
+            if problem:
+                payload = GraderError(f"the grading worker returned a record that is not one: {problem}")
             if isinstance(payload, BaseException):
                 payload = _grader_error(task, assignments[task.assignment], payload)
             if payload["result"]["status"] == GRADER_ERROR:
