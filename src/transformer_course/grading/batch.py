@@ -45,7 +45,6 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
-from transformer_course import __version__
 from transformer_course.course import mathjax
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, sandbox
@@ -61,6 +60,7 @@ from transformer_course.grading.grade import (
     zero_scores,
 )
 from transformer_course.grading.nbgrader_setup import generated_course
+from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
@@ -90,22 +90,6 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(f.name, path)
-
-
-def grader_version(repo: Repo, *limits: float) -> str:
-    """Changes whenever anything that decides a grade changes: checks, reference, sources, limits,
-    and the grader's own code (this package)."""
-    digest = hashlib.sha256(f"{__version__}|{'|'.join(map(str, limits))}".encode())
-    files = sorted(repo.reference.rglob("*.py")) + sorted(p for p in repo.source.rglob("*")
-                                                          if p.is_file() and p.suffix in (".py", ".json"))
-    package = Path(__file__).resolve().parents[1]  # transformer_course, every subpackage
-    for path in files:
-        if "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(repo.root)).encode() + b"\0" + path.read_bytes())
-    for path in sorted(package.rglob("*.py")):
-        if "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task) -> dict:

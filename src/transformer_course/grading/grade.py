@@ -278,7 +278,7 @@ class Grader:
         """The seconds each graded cell of ``assignment``'s solution takes on this machine (measured by
         grading the solution, once per machine; see :mod:`.limits`), set as the base of its cells' limits."""
         from transformer_course.grading import limits
-        from transformer_course.grading.batch import grader_version
+        from transformer_course.grading.version import grader_version
 
         if assignment.notebook in SOLUTION_SECONDS or self._calibrating:
             return SOLUTION_SECONDS.get(assignment.notebook, {})
