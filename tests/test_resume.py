@@ -83,7 +83,9 @@ def test_a_change_in_the_grader_code_regrades(repo, tmp_path, monkeypatch):
     grader's own code included (a fixed grader must not keep the grades of the broken one)."""
     package = tmp_path / "transformer_course"
     shutil.copytree(batch.__file__.rsplit("/", 1)[0], package, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(batch, "__file__", str(package / "batch.py"))
+    from transformer_course.grading import version
+
+    monkeypatch.setattr(version, "__file__", str(package / "version.py"))
     before = batch.grader_version(repo, 60)
     assert batch.grader_version(repo, 60) == before
     judge = package / "judge.py"
