@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -43,6 +44,7 @@ PLAIN_ATTRIBUTES = (type(None), bool, int, float, str, torch.device, torch.dtype
 # The course's own classes: their public methods are the notebooks' documented API.
 COURSE_MODULES = ("course_reference",)
 TEST_CODE = "<test cell"  # the file name test cells are compiled under (judge.run_test)
+_TORCH_DIR = str(Path(torch.__file__).parent)  # generators of torch's own code (model.parameters())
 CONTAINERS = (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict, torch.nn.ParameterList)
 
 # The most elements one tensor from the kernel may have, and all of them in one message together
@@ -123,13 +125,10 @@ def lendable(value: Any) -> bool:
         owner = value.__self__
         try:
             check_attribute(owner, value.__name__)
-        except Refused:
+        except NotLent:
             return False
         return lendable(owner)
     return False
-
-
-_TORCH_DIR = str(__import__("pathlib").Path(torch.__file__).parent)
 
 
 def check_lend(value: Any) -> None:
