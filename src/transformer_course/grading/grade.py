@@ -291,7 +291,8 @@ class Grader:
                 result = self.grade("solution", assignment, solution)
             finally:
                 self._calibrating = False
-            seconds = limits.measured(self.autograded(assignment)) if self.autograded(assignment).is_file() else {}
+            autograded = self.autograded(assignment)
+            seconds = limits.measured(autograded) if autograded.is_file() else {}
             short = [r for r in result.exercises if r.score < r.max_score]
             if short:  # this machine cannot grade fairly: say so, and measure again next time
                 print(f"warning: the solution of {assignment.name}, graded on this machine, lost points in "

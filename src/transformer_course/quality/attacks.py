@@ -8,6 +8,7 @@ prints how many are defended.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -318,43 +319,36 @@ def cases() -> dict[str, Case]:
 # What an attack's code prints if it runs in the grader (where a test's output is captured); the
 # notebook's source holds it only in pieces, so finding it whole in the output means it ran there.
 RAN_IN_GRADER = "GRADER-RAN-IT"
-REFLECT_TO_BUILTINS = """
-_honest = train_epoch
 
-def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
-    try:  # model.__class__.__init__.__globals__['__builtins__']['exec'](code): code run in the grader
-        ask = type(model)._course_ask  # the raw request, past the stand-in's filter of dunders (a lent model)
-        init = ask(ask(model, getattr="__class__"), getattr="__init__")
-        run = ask(init, getattr="__globals__")["__builtins__"]["exec"]
-        run("print('GRADER' + '-RAN-' + 'IT')")
-    except Exception as exc:
-        print("ATTACK ANSWERED:", exc)
-    return _honest(model, loader, optimizer, scheduler, loss_fn, device)
-"""
-CALL_LENT_METHOD_GLOBALS = """
-_honest = train_epoch
 
-def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
-    try:  # a lent method's function, then its globals: the builtins through another door
-        ask = type(model)._course_ask
-        forward = ask(model, getattr="forward")
-        run = ask(ask(forward, getattr="__func__"), getattr="__globals__")["__builtins__"]["exec"]
-        run("print('GRADER' + '-RAN-' + 'IT')")
-    except Exception as exc:
-        print("ATTACK ANSWERED:", exc)
-    return _honest(model, loader, optimizer, scheduler, loss_fn, device)
-"""
-WRITE_GRADER_ATTRIBUTE = """
-_honest = train_epoch
+def _around_train_epoch(attempt: str) -> str:
+    """An answer cell after ``train_epoch``'s that wraps it: ``attempt`` (code on the ``model`` it is
+    given; a refusal is printed), then the honest work."""
+    body = textwrap.indent(textwrap.dedent(attempt).strip(), " " * 8)
+    return ("\n_honest = train_epoch\n\ndef train_epoch(model, loader, optimizer, scheduler, loss_fn, device):\n"
+            f"    try:\n{body}\n    except Exception as exc:\n        print(\"ATTACK ANSWERED:\", exc)\n"
+            "    return _honest(model, loader, optimizer, scheduler, loss_fn, device)\n")
 
-def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
-    if type(model).__name__ == "Borrowed":  # the grader's model (not one of this kernel's own)
-        try:  # made to answer from the student's code
-            model.forward = lambda *a, **k: None
-        except Exception as exc:
-            print("ATTACK ANSWERED:", exc)
-    return _honest(model, loader, optimizer, scheduler, loss_fn, device)
-"""
+
+# model.__class__.__init__.__globals__['__builtins__']['exec'](code): code run in the grader.
+REFLECT_TO_BUILTINS = _around_train_epoch("""
+    ask = type(model)._course_ask  # the raw request, past the stand-in's filter of dunders (a lent model)
+    init = ask(ask(model, getattr="__class__"), getattr="__init__")
+    run = ask(init, getattr="__globals__")["__builtins__"]["exec"]
+    run("print('GRADER' + '-RAN-' + 'IT')")
+""")
+# A lent method's function, then its globals: the builtins through another door.
+CALL_LENT_METHOD_GLOBALS = _around_train_epoch("""
+    ask = type(model)._course_ask
+    forward = ask(model, getattr="forward")
+    run = ask(ask(forward, getattr="__func__"), getattr="__globals__")["__builtins__"]["exec"]
+    run("print('GRADER' + '-RAN-' + 'IT')")
+""")
+# The grader's model (not one of this kernel's own) made to answer from the student's code.
+WRITE_GRADER_ATTRIBUTE = _around_train_epoch("""
+    if type(model).__name__ == "Borrowed":
+        model.forward = lambda *a, **k: None
+""")
 STRIDE_ZERO = """
 _honest = train_epoch
 
@@ -379,12 +373,12 @@ PositionalEncoding.__init__ = _init
 A07, A05 = "07_training", "05_positional_encoding"
 
 
-def lent_cases() -> dict[str, tuple[str, Callable[[nbformat.NotebookNode, str], object], dict[str, int], str]]:
-    """student -> (assignment, edit(nb, student), points lost per exercise, words the attack must print
-    (what the grader answered))."""
+def lent_cases() -> dict[str, tuple[str, Callable[[nbformat.NotebookNode], object], dict[str, int], str]]:
+    """student -> (assignment, edit, points lost per exercise, words the attack must print (what the
+    grader answered))."""
 
-    def after(grade_id: str, code: str) -> Callable[[nbformat.NotebookNode, str], object]:
-        return lambda nb, student: add_after(nb, grade_id, code)
+    def after(grade_id: str, code: str) -> Callable[[nbformat.NotebookNode], object]:
+        return lambda nb: add_after(nb, grade_id, code)
 
     return {
         "t_reflect_to_builtins": (A07, after("train_epoch", REFLECT_TO_BUILTINS), {}, "lends no private"),
@@ -400,7 +394,7 @@ def write_lent_class(repo: Repo, folder: Path) -> None:
     for student, (assignment, edit, _, _) in lent_cases().items():
         notebook = repo.assignment(assignment).notebook
         nb = nbformat.read(repo.solutions / f"{notebook}.ipynb", as_version=4)
-        edit(nb, student)
+        edit(nb)
         (folder / student / assignment).mkdir(parents=True)
         nbformat.write(nb, folder / student / assignment / f"{notebook}.ipynb")
 
