@@ -6,13 +6,17 @@ from __future__ import annotations
 import csv
 import math
 import shutil
+import time
 
+import nbformat
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.grading import batch
+from transformer_course.grading import batch, judge_box
 from transformer_course.grading.grade import Grader, GraderError
-from transformer_course.layout import ERRORS_LOG, GRADER_ERROR
+from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, SOURCE_SUFFIX, Repo
+from transformer_course.quality import attacks
+from transformer_course.quality.attacks import A01
 
 from .conftest import GRADING_TIMEOUT
 
@@ -181,3 +185,32 @@ def test_kept_alembic_head_is_nbgrader_own():
     from transformer_course.grading import nbgrader_setup
     nbgrader_setup.tools_on_path()
     assert nbgrader_setup.alembic_head() == nbgrader_setup.NBGRADER_ALEMBIC_VERSION()
+
+
+@pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
+def test_the_graders_own_work_counts_against_the_cells_limit(repo, tmp_path):
+    """A test cell whose grader's side runs past the cell's limit (in a copy of the repository, a visible
+    test made to sleep in the judge when the notebook defines a name) times out, is run again once by a
+    new judge, and costs that cell's point only: the notebook's other test cells are judged as usual."""
+    copy = Repo(tmp_path / "repo")
+    shutil.copytree(repo.autograder, copy.autograder,
+                    ignore=shutil.ignore_patterns("submitted", "__pycache__", "*.ipynb"))
+    shutil.copytree(repo.solutions, copy.solutions)
+    source = copy.source / A01 / f"{A01}{SOURCE_SUFFIX}"
+    anchor = 'print("softmax: visible tests passed")\n'
+    assert anchor in source.read_text()
+    source.write_text(source.read_text().replace(
+        anchor, anchor + 'if "make_the_grader_wait" in globals():\n    import time\n    time.sleep(600)\n', 1))
+    nb = nbformat.read(repo.solutions / f"{A01}.ipynb", as_version=4)
+    attacks.add_after(nb, "softmax", "make_the_grader_wait = True")
+    (tmp_path / "in" / "slow" / A01).mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "in" / "slow" / A01 / f"{A01}.ipynb")
+    start = time.monotonic()
+    [result] = [r for r in batch.grade_class(tmp_path / "in", tmp_path / "out", copy, timeout=5, progress=False,
+                                             workers=1) if r.assignment == A01]
+    assert time.monotonic() - start < 400
+    graded = copy.assignment(A01)
+    scores = {e.exercise: e.score for e in result.exercises}
+    assert scores == {e: graded.max_score(e) - (e == "softmax") for e in graded.exercises}, result.reason
+    softmax = next(e for e in result.exercises if e.exercise == "softmax")
+    assert "the grader's own work for this test" in softmax.feedback, softmax.feedback

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading import forkserver, judge_box, sandbox
 from transformer_course.grading.batch import grade_class, output_lock
 from transformer_course.grading.nbgrader_setup import TOKEN_MIME, guard_token
 from transformer_course.quality import attacks
@@ -423,3 +423,12 @@ def test_the_readme_counts_the_attacks_the_suite_runs(repo):
     assert not attacks.NOT_DEFENDED
     text = (repo.root / "docs" / "benchmarks.md").read_text()
     assert f"| {total} of {total} defended |" in text and f"| {lent} of {lent} defended |" in text
+
+
+@pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
+def test_a_compromised_judge_spoils_at_most_its_own_notebook(repo, tmp_path):
+    """A judge running the attacker's code (the checks of a copy of the repository carry it, as a flaw in
+    the allow-list would): it cannot write another student's record, the class's output, the checks or
+    another submission, read another submission, reach the network, allocate past its memory limit, or
+    leave files or state for the next notebook's judge; both notebooks keep their own points."""
+    assert attacks.compromised_judge(repo, tmp_path) == ""

@@ -114,12 +114,14 @@ class ForkServer:
 _SERVERS: dict[tuple[str, ...], ForkServer] = {}
 
 
-def server(python: str, hidden: list[str], readonly: list[str], writable: list[str], env: dict) -> ForkServer:
+def server(python: str, hidden: list[str], readonly: list[str], writable: list[str], env: dict,
+           warm: list[str] = WARM) -> ForkServer:
     """This process's template for kernels run by ``python`` with these mounts and start-up
-    variables, started if there is none (it may still be importing: see :class:`ForkServer`)."""
+    variables, started if there is none (it may still be importing: see :class:`ForkServer`).
+    ``warm``: the modules it imports once (a judges' template warms the judge's instead)."""
     source = Path(__file__).with_name("kernel_template.py").read_text()
     # The sandbox's command itself is the key: it also records which of the folders existed.
-    cmd = sandbox.command([python, "-c", source, *WARM], hidden, readonly, [*writable, sockets_root()],
+    cmd = sandbox.command([python, "-c", source, *warm], hidden, readonly, [*writable, sockets_root()],
                           network=False)
     key = tuple(cmd)
     current = _SERVERS.get(key)

@@ -23,6 +23,7 @@ from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, intact, workarea
+from transformer_course.grading.judge_box import GRADERS_WORK
 from transformer_course.grading.nbgrader_setup import (
     NOTEBOOK_TIME_LIMIT,
     RETRY_FACTOR,
@@ -127,7 +128,7 @@ def _error_message(output: dict, timeout: int) -> str:
     ename, evalue = output.get("ename", "Error"), output.get("evalue", "")
     if ename == "NotImplementedError":
         return "not attempted: the answer still raises NotImplementedError"
-    if ename == "CellTimeoutError" and evalue.startswith("did not finish"):  # with the cell's own limits
+    if ename == "CellTimeoutError" and evalue.startswith(("did not finish", GRADERS_WORK)):  # the cell's own limits
         return evalue
     if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
         return (f"did not finish within {timeout} s, nor within {timeout * RETRY_FACTOR} s when run again, and "

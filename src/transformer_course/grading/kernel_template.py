@@ -10,7 +10,10 @@ once, never runs any code of a notebook, and answers one JSON request a line on 
   fork a fresh kernel that writes its connection file and starts ipykernel;
 - ``poll``: the kernel's exit code, or None while it runs;
 - ``signal``: send a signal to the kernel;
-- ``clean``: end every other process of the sandbox and empty ``/tmp`` and ``/dev/shm``.
+- ``clean``: end every other process of the sandbox and empty ``/tmp`` and ``/dev/shm``;
+- ``call``: the same cleaning, then fork a child that runs ``module.function(args)`` and exits
+  (a judge of one notebook, :mod:`transformer_course.grading.judge_box`, in a template that
+  warmed that module; it stays non-dumpable).
 
 It makes itself non-dumpable, so a kernel cannot read or write its memory (ptrace, /proc).
 Standard library only until the imports it warms; no import of this package.
@@ -111,6 +114,22 @@ def start_kernel(request: dict, channel: tuple[int, int], sandbox_env: dict) -> 
     os._exit(code)
 
 
+def call(request: dict, channel: tuple[int, int]) -> None:
+    """In the forked child: run ``module.function(args)``. Never returns to the request loop."""
+    code = 1
+    try:
+        for fd in channel:
+            os.close(fd)
+        os.setsid()
+        import importlib
+
+        getattr(importlib.import_module(request["module"]), request["function"])(request.get("args"))
+        code = 0
+    except BaseException:
+        pass
+    os._exit(code)
+
+
 def serve(warm: list[str]) -> None:
     # The requests' pipe moves off 0 and 1, which point at /dev/null: no kernel inherits it.
     channel = (os.dup(0), os.dup(1))
@@ -136,13 +155,18 @@ def serve(warm: list[str]) -> None:
     for line in requests:
         request = json.loads(line)
         op, pid = request.get("op"), request.get("pid")
-        if op in ("launch", "clean"):
+        if op in ("launch", "clean", "call"):
             clean()
             exits.clear()
         if op == "launch":
             child = os.fork()
             if child == 0:
                 start_kernel(request, channel, sandbox_env)
+            reply(pid=child)
+        elif op == "call":
+            child = os.fork()
+            if child == 0:
+                call(request, channel)
             reply(pid=child)
         elif op == "poll":
             if pid not in exits:

@@ -27,6 +27,8 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, Overwri
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
+from transformer_course.grading import forkserver, judge_box
+from transformer_course.grading.judge_box import BoxedJudge, LocalJudge
 from transformer_course.grading.workarea import judged, kernel_mounts
 from transformer_course.layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
 
@@ -249,6 +251,8 @@ class KeepGradesOnCrash(Execute):
     reference = Unicode("", help="folder holding course_reference: the test cells of a notebook whose checks "
                         "are judged here (transformer_course.grading.judge) run in this process against it"
                         ).tag(config=True)
+    judge_memory_mb = Integer(4096, help="data-segment limit of a notebook's judge process, MiB (0 = none)"
+                              ).tag(config=True)
 
     _notebook = ""  # the notebook being graded (its name), set by preprocess
 
@@ -283,14 +287,14 @@ class KeepGradesOnCrash(Execute):
         self._tokens: set[int] = set()
         self._total = 0
         self._started = time.monotonic()
-        self._link = None
+        self._judging = None
         self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
         self._judged = bool(self.reference) and judged(Path(self.reference), self._notebook)
         try:
             return super().preprocess(nb, resources, km)
         finally:
-            if self._link is not None:
-                self._link.close()
+            if self._judging is not None:
+                self._judging.close()
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most ``max_output_chars`` of a cell's output and ``max_total_output_chars`` of
@@ -326,8 +330,10 @@ class KeepGradesOnCrash(Execute):
             limit = self._limit(cell, self.timeout or 60)
             for output in cell.outputs:
                 if output.get("ename") == "CellTimeoutError":
-                    output["evalue"] = (f"did not finish within {limit:g} s, nor within {limit * RETRY_FACTOR:g} s "
-                                        "when run again, and was interrupted (an endless loop?)")
+                    grader = str(output.get("evalue", "")).startswith(judge_box.GRADERS_WORK)
+                    output["evalue"] = (f"{judge_box.GRADERS_WORK + ' ' if grader else ''}did not finish within "
+                                        f"{limit:g} s, nor within {limit * RETRY_FACTOR:g} s when run again, and was "
+                                        + ("stopped" if grader else "interrupted (an endless loop?)"))
         return cell, resources
 
     def _run_cell(self, cell, resources, index):
@@ -375,28 +381,15 @@ class KeepGradesOnCrash(Execute):
         return cell, resources
 
     def _judge(self, cell, resources, index, limit: float):
-        """Run the test cell here, its calls into the student's code going to the kernel (:mod:`.judge`),
-        each of them for at most ``limit`` seconds."""
-        from transformer_course.grading.judge import Link, LinkBroken, run_test
-
+        """Run the test cell in the notebook's judge (:mod:`.judge_box`), its calls into the student's code
+        going to the kernel (:mod:`.judge`): the whole cell, the grader's work included, within ``limit`` s."""
         cell.metadata["course_judged"] = True
         source = cell.metadata["course_guard_source"]
-        try:
-            if self._link is None:
-                # The reference the kernel can still see (earlier notebooks' checks need it) must not run
-                # for the student: its folders, from the kernel's PYTHONPATH (workarea.reference_on_path).
-                # Only folders that hold reference code: with every notebook judged there is none, and the
-                # kernel then runs the student's code without a profile hook (which slows every call).
-                folders = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                           if p and any((Path(p) / "course_reference").glob("nb[0-9][0-9]_*.py"))]
-                watched = tuple({f.rstrip(os.sep) + os.sep for p in folders for f in (p, str(Path(p).resolve()))})
-                self._link = Link(self.km.blocking_client(), timeout=self.timeout or 60, watched=watched,
-                                  interrupt=run_sync(self.km.interrupt_kernel), alive=run_sync(self.km.is_alive))
-                self._link.install()
-            self._link.timeout = limit
-            ename, evalue, printed = run_test(self._link, source, _grade_id(cell) or "", Path(self.reference))
-        except LinkBroken as exc:
-            ename, evalue, printed = "LinkBroken", str(exc), ""
+        if self._judging is None:
+            self._judging = self._open_judge()
+        ename, evalue, printed = self._judging.test(source, _grade_id(cell) or "", limit)
+        if isinstance(self._judging, BoxedJudge) and self._judging.lines is None:
+            self._judging = None  # stopped (past its time, or broken): the next test cell gets a new judge
         cell.outputs = []
         if printed:
             cell.outputs.append(NotebookNode(output_type="stream", name="stdout", text=printed[:self.max_output_chars]))
@@ -417,6 +410,30 @@ class KeepGradesOnCrash(Execute):
             cell.outputs.append(_error(ename, evalue))
         return cell, resources
 
+    def _open_judge(self) -> BoxedJudge | LocalJudge:
+        """This notebook's judge: in a box of its own (:mod:`.judge_box`) where kernels are forked in the
+        sandbox, else in this process."""
+        from transformer_course.grading.judge import Link
+
+        # The reference the kernel can still see (earlier notebooks' checks need it) must not run
+        # for the student: its folders, from the kernel's PYTHONPATH (workarea.reference_on_path).
+        # Only folders that hold reference code: with every notebook judged there is none, and the
+        # kernel then runs the student's code without a profile hook (which slows every call).
+        folders = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                   if p and any((Path(p) / "course_reference").glob("nb[0-9][0-9]_*.py"))]
+        watched = tuple({f.rstrip(os.sep) + os.sep for p in folders for f in (p, str(Path(p).resolve()))})
+        interrupt, alive = run_sync(self.km.interrupt_kernel), run_sync(self.km.is_alive)
+        if judge_box.enabled() and getattr(self.km, "_forked", False):
+            try:
+                return BoxedJudge(self.km.get_connection_info(), self.km.kernel_hidden(), self.reference, watched,
+                                  interrupt, alive, memory_mb=self.judge_memory_mb,
+                                  cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()))
+            except (forkserver.TemplateError, OSError, KeyError, TypeError, ValueError) as exc:
+                print(f"warning: the judge of {self._notebook} could not start in its sandbox ({exc}); it runs "
+                      "in the grader's process", file=sys.stderr)
+        return LocalJudge(Link(self.km.blocking_client(), watched=watched, interrupt=interrupt, alive=alive),
+                          self.reference)
+
     def _stop(self, cell, resources, index):
         with contextlib.suppress(Exception):
             run_sync(self.km.shutdown_kernel)(now=True)
@@ -436,6 +453,12 @@ class KeepGradesOnCrash(Execute):
             await super()._async_cleanup_kernel()
         except Exception:  # the kernel is already gone
             pass
+
+
+def torch_threads() -> int:
+    """The kernels' thread count (``OMP_NUM_THREADS``, which the grading worker sets), else 1."""
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    return int(threads) if threads.isdigit() else 1
 
 
 def _provided(cell: NotebookNode) -> bool:
@@ -495,6 +518,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
         autograde += [GuardNotebook, KeepGradesOnCrash, UnguardNotebook] if pp is Execute else [pp]
     c.Autograde.autograde_preprocessors = autograde
     c.GuardNotebook.memory_limit_mb = memory_mb
+    c.KeepGradesOnCrash.judge_memory_mb = memory_mb
     c.KeepGradesOnCrash.max_notebook_s = notebook_timeout
     c.KeepGradesOnCrash.max_total_output_chars = int(max_output_mb * 1_000_000)
     # A kernel gets CPU time for every cell's timeout, twice over (torch uses several threads).

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from transformer_course.grading import forkserver
+from transformer_course.grading import forkserver, judge_box, sandbox
 from transformer_course.layout import GRADING_ENV, SOURCE_SUFFIX, Repo
 
 # Folders of a work area that grading kernels see (read-only, writable). A running sandbox mounts
@@ -91,6 +91,7 @@ def create(work: Path, repo: Repo) -> None:
     (work / MOUNTED["writable"]).mkdir()
     with reference_on_path(work / MOUNTED["readonly"]):
         forkserver.prestart(**kernel_mounts(work, repo), env=dict(os.environ))
+        judge_box.prestart([*kernel_mounts(work, repo)["hidden"], sandbox.connections_dir()], str(repo.reference))
 
 
 @contextlib.contextmanager

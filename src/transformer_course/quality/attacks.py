@@ -8,6 +8,7 @@ prints how many are defended.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -437,3 +438,111 @@ def verdict(student: str, scores: dict[str, float], feedback: str) -> str:
     if words and words not in feedback:
         return f"feedback without {words!r}"
     return ""
+
+
+# A judge whose own code is the attacker's (what a flaw in the allow-list, or in torch's loading of
+# what the kernel sends, would give): the checks of notebook 05 in a copy of the repository run this
+# when a judge imports them. Every line it prints is either what it could not do (lower case) or what
+# it did (upper case: a breach).
+COMPROMISED_JUDGE = '''
+def _course_attack():
+    import builtins, os, socket
+    said = []
+    for path in {writes!r}:
+        try:
+            with open(path, "a") as f:
+                f.write("PWNED")
+            said.append("WROTE " + path)
+        except OSError:
+            said.append("cannot write")
+    for path in {reads!r}:
+        try:
+            open(path).read()
+            said.append("READ " + path)
+        except OSError:
+            said.append("cannot read")
+    try:
+        socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+        said.append("NETWORK")
+    except OSError:
+        said.append("no network")
+    for path in ("/tmp/left-by-a-judge", "/dev/shm/left-by-a-judge"):
+        if os.path.exists(path):
+            said.append("LEFTOVER " + path)
+        with open(path, "w") as f:
+            f.write("for the next judge")
+    if hasattr(builtins, "_course_left_by_a_judge"):
+        said.append("STATE LEFT")
+    builtins._course_left_by_a_judge = True
+    try:
+        hog = bytearray({memory_mb} << 20)
+        said.append("MEMORY UNBOUNDED")
+        del hog
+    except MemoryError:
+        said.append("memory bounded")
+    print("JUDGE ATTACK:", "; ".join(said))
+
+
+_course_attack()
+'''
+
+
+def compromised_judge_code(writes: list[str], reads: list[str], port: int, memory_mb: int) -> str:
+    """The attack appended to a copy of the checks (see :data:`COMPROMISED_JUDGE`): it tries to write
+    ``writes`` (another student's record, the class's output, the checks, another submission), read
+    ``reads``, reach ``127.0.0.1:port``, leave files and state for the next judge, and allocate
+    ``memory_mb`` MiB (more than the judge's limit)."""
+    return COMPROMISED_JUDGE.format(writes=writes, reads=reads, port=port, memory_mb=memory_mb)
+
+
+def compromised_judge_verdict(printed: str) -> str:
+    """'' when a compromised judge's report (the text of its notebook) shows no breach, else the breaches."""
+    lines = re.split(r"\\n|\n", printed)  # the notebook's text, or its JSON (newlines escaped)
+    reports = [line.split("JUDGE ATTACK:", 1)[1] for line in lines if "JUDGE ATTACK:" in line]
+    if not reports:
+        return "the attack did not run"
+    breaches = sorted({part.strip() for report in reports for part in report.split(";")
+                       if part.strip() and part.strip()[0].isupper()})
+    return "; ".join(breaches)
+
+
+def compromised_judge(repo: Repo, folder: Path, memory_mb: int = 2000) -> str:
+    """Grade two honest notebooks 05 (two students, one worker) with a copy of the repository under
+    ``folder`` whose checks carry :data:`COMPROMISED_JUDGE`: '' when neither judge could do anything
+    but judge its own notebook, else what went wrong. Its attempts: another student's record, a file of
+    ``OUT``, the checks and another submission (writes), that submission (read), a port on this machine,
+    files and state left for the next judge, ``memory_mb`` + 1000 MiB."""
+    import shutil
+    import socket
+
+    from transformer_course.grading.batch import grade_class
+
+    copy = Repo(folder / "repo")
+    shutil.copytree(repo.autograder, copy.autograder, ignore=shutil.ignore_patterns("submitted", "__pycache__"))
+    shutil.copytree(repo.solutions, copy.solutions)
+    notebook = f"{copy.assignment(A05).notebook}.ipynb"
+    submitted, out = folder / "in", folder / "out"
+    for student in ("j_a_first", "j_b_second"):
+        (submitted / student / A05).mkdir(parents=True)
+        shutil.copy(copy.solutions / notebook, submitted / student / A05)
+    record, other = out / "results" / "j_a_first" / f"{A05}.json", submitted / "j_a_first" / A05 / notebook
+    checks = copy.reference / "course_reference" / "checks" / "nb05.py"
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        attack = compromised_judge_code([str(record), str(out / "planted"), str(checks), str(other)], [str(other)],
+                                        listener.getsockname()[1], memory_mb + 1000)
+        checks.write_text(checks.read_text() + attack)
+        kept = {path: path.read_bytes() for path in (checks, other)}
+        results = [r for r in grade_class(submitted, out, copy, progress=False, workers=1, memory_mb=memory_mb)
+                   if r.assignment == A05]
+    wrong = [f"{r.student_id}: {r.score:g} of {r.max_score:g} ({r.reason})" for r in results if r.score != r.max_score]
+    for r in results:
+        text = (out / "nbgrader" / "autograded" / r.student_id / A05 / notebook).read_text()
+        if breach := compromised_judge_verdict(text):
+            wrong.append(f"{r.student_id}'s judge: {breach}")
+    if len(results) != 2:
+        wrong.append(f"{len(results)} notebooks graded")
+    if {path: path.read_bytes() for path in kept} != kept:
+        wrong.append("a file changed")
+    if (out / "planted").exists() or "PWNED" in record.read_text():
+        wrong.append("OUT written")
+    return "; ".join(wrong)

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -288,17 +288,20 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
     from transformer_course.grading.grade import Grader
     from transformer_course.grading.nbgrader_setup import KeepGradesOnCrash, UnguardNotebook
 
-    phases: dict[str, dict[str, float]] = {"forked": {}, "fresh": {}, "in the kernel": {}}
+    # "forked": as `make grade` runs (kernels forked from the template, each notebook's judge in a box);
+    # "judge in the worker": the same with the judge in the grading worker's process, as before the box
+    # (COURSE_JUDGE_BOX=off); "fresh": kernels started fresh; "in the kernel": the checks run in the
+    # student's kernel under the guard, as before the judge (COURSE_JUDGE=off).
+    settings = {"forked": {}, "judge in the worker": {"COURSE_JUDGE_BOX": "off"},
+                "fresh": {"COURSE_FORKSERVER": "off"}, "in the kernel": {"COURSE_JUDGE": "off"}}
+    phases: dict[str, dict[str, float]] = {mode: {} for mode in settings}
     totals = dict.fromkeys(phases, 0.0)
     per_notebook: dict[str, dict[str, float]] = {}
     plain, count, raised = 0.0, 0, 0
-    # "in the kernel": forked, with the checks run in the student's kernel under the guard, as before
-    # the judge (COURSE_JUDGE=off), for the ratio before and after.
-    judge = {"forked": "on", "fresh": "on", "in the kernel": "off"}
     with tempfile.TemporaryDirectory(prefix="tc-bench-phases-") as tmp, environ(OMP_NUM_THREADS="1"):
         graders = {}
         for mode in phases:
-            with environ(COURSE_JUDGE=judge[mode]):
+            with environ(**settings[mode]):
                 graders[mode] = Grader(Path(tmp) / mode.replace(" ", "-"), repo, timeout=120)
         for student in students:
             for assignment in graders["forked"].assignments:
@@ -307,8 +310,7 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
                 row = per_notebook.setdefault(assignment.notebook, dict.fromkeys([*phases, "plain"], 0.0))
                 for mode, grader in graders.items():
                     into = phases[mode]
-                    fork = "off" if mode == "fresh" else "on"
-                    with contextlib.ExitStack() as stack, environ(COURSE_FORKSERVER=fork, COURSE_JUDGE=judge[mode]):
+                    with contextlib.ExitStack() as stack, environ(**settings[mode]):
                         for cls, name, phase in [
                             (NotebookClient, "start_new_kernel", PHASES[0]),
                             (NotebookClient, "start_new_kernel_client", PHASES[0]),
@@ -376,21 +378,26 @@ def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
     own = phases["plain"]["own cells"]
     print("\nWhere grading one notebook spends its time (s per notebook: the sample class's ada and ben, "
           "14 notebooks, one process, one thread):")
-    print(f"  {'phase':44s} {'forked kernel':>14s} {'fresh kernel':>13s} {'checks in the kernel':>21s}")
+    print(f"  {'phase':44s} {'as graded':>10s} {'judge in the worker':>20s} {'fresh kernel':>13s} "
+          f"{'checks in the kernel':>21s}")
     for name in [*PHASES, "total"]:
-        print(f"  {name:44s} {phases['forked'][name]:14.2f} {phases['fresh'][name]:13.2f} "
-              f"{phases['in the kernel'][name]:21.2f}")
+        print(f"  {name:44s} {phases['forked'][name]:10.2f} {phases['judge in the worker'][name]:20.2f} "
+              f"{phases['fresh'][name]:13.2f} {phases['in the kernel'][name]:21.2f}")
     ratio = phases["forked"]["total"] / own
     print(f"  the same notebooks as graded (answers, visible and hidden tests) run top to bottom in a plain "
           f"kernel: {own:.2f} s of cells (kernel start not counted); cells that raised there: "
           f"{phases['plain'].get('cells that raised', 0)} (a baseline only at 0)")
     verdict = 'ok' if ratio <= 1.5 else 'OVER TARGET'
-    print(f"  grading / the notebook's own cells: {ratio:.2f} (target <= 1.5: {verdict}); with the checks in "
-          f"the kernel (COURSE_JUDGE=off): {phases['in the kernel']['total'] / own:.2f}")
-    print("  per notebook, grading (forked kernel) / own cells: judged in the grader, then checks in the kernel")
+    print(f"  grading / the notebook's own cells: {ratio:.2f} (target <= 1.5: {verdict}); with the judge in the "
+          f"worker's process (COURSE_JUDGE_BOX=off, before the box): "
+          f"{phases['judge in the worker']['total'] / own:.2f}; with the checks in the kernel (COURSE_JUDGE=off): "
+          f"{phases['in the kernel']['total'] / own:.2f}")
+    print("  per notebook, grading / own cells: as graded (judge boxed), judge in the worker (before), checks in "
+          "the kernel")
     for name, row in sorted(phases.get("per notebook", {}).items()):
-        print(f"    {name:24s} {row['forked'] / row['plain']:5.2f}   {row['in the kernel'] / row['plain']:5.2f}   "
-              f"(own cells, summed over the students: {row['plain']:.2f} s)")
+        print(f"    {name:24s} {row['forked'] / row['plain']:5.2f}   {row['judge in the worker'] / row['plain']:5.2f}"
+              f"   {row['in the kernel'] / row['plain']:5.2f}   (own cells, summed over the students: "
+              f"{row['plain']:.2f} s)")
 
 
 def catalogue_figures(repo: Repo, timeout: int = 20) -> dict[str, dict[str, float]]:
@@ -497,37 +504,38 @@ def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, fl
 
 def attack_figures(repo: Repo, timeout: int = 60) -> dict[str, tuple[int, int, list[str]]]:
     """The attacks of ``attacks.py`` graded through the real path, by class: (defended, of how many, what failed)."""
+    from transformer_course.grading import judge_box
     from transformer_course.grading.batch import grade_class
     from transformer_course.quality import attacks
 
+    def count(folder: Path, why: Callable[[Any, Path], str], assignment: Callable[[str], str]) -> tuple:
+        """Grade the class in ``folder``/in; ``why(result, its autograded notebook)`` says what failed."""
+        out = folder / "out"
+        results = [r for r in grade_class(folder / "in", out, repo, timeout=timeout, progress=False, memory_mb=2000)
+                   if r.assignment == assignment(r.student_id)]
+        failed = [f"{r.student_id}: {reason}" for r in results if (reason := why(r, out / "nbgrader" / "autograded"
+                  / r.student_id / r.assignment / f"{repo.assignment(r.assignment).notebook}.ipynb"))]
+        return len(results) - len(failed), len(results), failed
+
+    def scores(r: Any) -> dict[str, float]:
+        return {e.exercise: e.score for e in r.exercises}
+
     figures = {}
     with tempfile.TemporaryDirectory(prefix="tc-bench-attacks-") as tmp:
-        attacks.write_class(repo, Path(tmp) / "in")
-        results = [r for r in grade_class(Path(tmp) / "in", Path(tmp) / "out", repo, timeout=timeout,
-                                          progress=False, memory_mb=2000) if r.assignment == attacks.A01]
-        failed = []
-        for r in results:
-            feedback = " ".join([r.reason] + [e.feedback for e in r.exercises])
-            why = attacks.verdict(r.student_id, {e.exercise: e.score for e in r.exercises}, feedback)
-            if why:
-                failed.append(f"{r.student_id}: {why}")
-        figures["from answer cells (notebook 01)"] = (len(results) - len(failed), len(results), failed)
-        attacks.write_lent_class(repo, Path(tmp) / "lent")
-        cases = attacks.lent_cases()
-        results = [r for r in grade_class(Path(tmp) / "lent", Path(tmp) / "lent-out", repo, timeout=timeout,
-                                          progress=False, memory_mb=2000) if r.assignment == cases[r.student_id][0]]
-        failed = []
-        for r in results:
-            notebook = repo.assignment(r.assignment).notebook
-            output = (Path(tmp) / "lent-out" / "nbgrader" / "autograded" / r.student_id / r.assignment
-                      / f"{notebook}.ipynb")
-            why = attacks.lent_verdict(repo, r.student_id, {e.exercise: e.score for e in r.exercises},
-                                       " ".join(e.feedback for e in r.exercises),
-                                       output.read_text() if output.is_file() else "")
-            if why:
-                failed.append(f"{r.student_id}: {why}")
-        figures["through the grader's lent objects (notebooks 05, 07)"] = (len(results) - len(failed), len(results),
-                                                                            failed)
+        attacks.write_class(repo, Path(tmp) / "answers" / "in")
+        figures["from answer cells (notebook 01)"] = count(
+            Path(tmp) / "answers", lambda r, _: attacks.verdict(
+                r.student_id, scores(r), " ".join([r.reason] + [e.feedback for e in r.exercises])),
+            lambda _: attacks.A01)
+        attacks.write_lent_class(repo, Path(tmp) / "lent" / "in")
+        figures["through the grader's lent objects (notebooks 05, 07)"] = count(
+            Path(tmp) / "lent", lambda r, nb: attacks.lent_verdict(
+                repo, r.student_id, scores(r), " ".join(e.feedback for e in r.exercises),
+                nb.read_text() if nb.is_file() else ""),
+            lambda student: attacks.lent_cases()[student][0])
+        if judge_box.enabled():
+            why = attacks.compromised_judge(repo, Path(tmp) / "judge")
+            figures["a compromised judge (notebook 05, its box)"] = (int(not why), 1, [why] if why else [])
     return figures
 
 

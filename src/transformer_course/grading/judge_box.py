@@ -1,0 +1,287 @@
+"""Each notebook's judge in a sandboxed process of its own, forked from a warm template.
+
+The judge (:mod:`.judge`: it answers the kernel, runs the reference and the checks, decides each test
+cell's verdict) lends the grader's objects to the student's code through an allow-list
+(:mod:`.lending`). A flaw in that list, or in torch's own loading of what the kernel sends, would run
+the student's code with the judge's rights. So the judge does not run in the grading worker: each
+notebook gets a fresh judge process, forked from a template in a sandbox of its own
+(:mod:`.forkserver`, the same mechanism as the kernels'), that
+
+- sees the Python environment, the course's package and the hidden reference, read-only, and nothing
+  else of the machine's files (the repository, the class's ``OUT``, the work areas, the other
+  submissions and every record stay hidden); it writes only to a private ``/tmp``;
+- has no network; it reaches its own notebook's kernel over that kernel's IPC sockets, and the worker
+  over one Unix socket in a folder no kernel sees;
+- has the kernel's memory limit (data segment) and a CPU-time limit;
+- is killed, with every other process of its sandbox, before the next notebook's judge is forked
+  (module state, RNG, lent names, ``/tmp`` and ``/dev/shm`` die with it);
+- hands back one verdict per test cell, which the worker checks (an exception name, a message, the
+  printed text) and turns into that cell's outputs: it decides that cell's points, nothing else.
+
+The worker's side (:class:`BoxedJudge`) answers the judge's two questions (interrupt the kernel; is
+it alive) and gives each test cell its limit plus :data:`GRACE`: the grader's own work for the cell
+(the reference and checks it runs for the kernel's requests) counts against it, and a judge past it
+is killed, the kernel interrupted, and the cell timed out.
+
+Where kernels are not forked (no bubblewrap, ``COURSE_FORKSERVER=off``) or ``COURSE_JUDGE_BOX=off``,
+the judge runs in the worker's process (:class:`LocalJudge`), as the grader's single line of warning
+about the sandbox already says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from transformer_course.grading import forkserver, sandbox
+
+GRACE = 20  # s past a test cell's limit: the judge interrupts the kernel at the limit, and waits 10 s for it
+START_TIMEOUT = 300  # s for a judge to connect (the template may still be importing torch)
+MAX_MESSAGE = 4_000_000  # bytes of one message from a judge (a verdict with 100,000 printed characters fits)
+MAX_EVALUE = 20_000  # characters of a verdict's message kept
+# Imported once by the judges' template: what every judge needs before the notebook's first test.
+WARM = ["torch", "zmq", "jupyter_client", "transformer_course.grading.judge", "course_reference.checks"]
+
+GRADERS_WORK = "the grader's own work for this test (answering your code's requests)"  # a timeout's cause
+Verdict = tuple[str, str, str]  # (exception name or '', its message, what the test printed): judge.run_test's
+
+
+def enabled() -> bool:
+    """Whether judges get a box: kernels are forked in a sandbox, and ``COURSE_JUDGE_BOX`` is not off."""
+    if os.environ.get("COURSE_JUDGE_BOX", "").lower() in ("off", "0", "no"):
+        return False
+    return forkserver.enabled()
+
+
+_FOLDER: list[str] = []
+
+
+def judges_folder() -> str:
+    """This process's folder for its judges' sockets: bound into the judges' sandbox only (a kernel that
+    could connect there first would speak for the judge)."""
+    if not _FOLDER or not os.path.isdir(_FOLDER[0]):
+        _FOLDER[:] = [sandbox.process_folder("judges")]
+    return _FOLDER[0]
+
+
+def template(hidden: list[str], reference: str) -> forkserver.ForkServer:
+    """This process's judges' template (started if there is none) for kernels whose sandbox hides
+    ``hidden`` (:meth:`~.kernels.SandboxedKernelManager.kernel_hidden`), judging against ``reference``
+    (the folder holding ``course_reference``)."""
+    import transformer_course
+
+    package = str(Path(transformer_course.__file__).resolve().parent.parent)
+    readonly = [sys.base_prefix, sys.prefix, package, str(Path(reference).resolve())]
+    env = {**os.environ, "PYTHONPATH": str(Path(reference).resolve()), "PYTHONDONTWRITEBYTECODE": "1"}
+    return forkserver.server(sys.executable, hidden, readonly, [judges_folder()], env, warm=WARM)
+
+
+def prestart(hidden: list[str], reference: str) -> None:
+    """Start the judges' template ahead of the first notebook (it imports while the grader sets up)."""
+    if enabled():
+        template(hidden, reference)
+
+
+class Lines:
+    """JSON messages, one a line, over a stream socket; reads wait until an absolute deadline."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.buffer = sock, b""
+
+    def send(self, message: dict) -> None:
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def recv(self, deadline: float | None = None) -> dict:
+        """The next message. Raises TimeoutError past ``deadline``, EOFError when the other side is
+        gone, ValueError for anything but one JSON object of at most :data:`MAX_MESSAGE` bytes."""
+        while b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_MESSAGE:
+                raise ValueError("a message over the size limit")
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and (wait <= 0 or not select.select([self.sock], [], [], wait)[0]):
+                raise TimeoutError
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise EOFError
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message = json.loads(line)
+        if not isinstance(message, dict):
+            raise ValueError("not a message")
+        return message
+
+
+def checked(message: dict) -> Verdict:
+    """A judge's verdict as the worker accepts it (ValueError otherwise): an exception's name (or ''),
+    its message and the printed text, all strings."""
+    verdict = message.get("verdict")
+    if not (isinstance(verdict, list) and len(verdict) == 3 and all(isinstance(v, str) for v in verdict)):
+        raise ValueError("not a verdict")
+    ename, evalue, printed = verdict
+    if ename and not (ename.isidentifier() and len(ename) <= 100):
+        raise ValueError("not an exception's name")
+    return ename, evalue[:MAX_EVALUE], printed
+
+
+class LocalJudge:
+    """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.judge.Link` to the
+    notebook's kernel). A :class:`BoxedJudge`'s process runs one of these."""
+
+    def __init__(self, link: Any, reference: str):
+        self.link, self.reference, self.installed = link, reference, False
+
+    def test(self, source: str, grade_id: str, limit: float) -> Verdict:
+        """The verdict of test cell ``source``, the whole cell within ``limit`` seconds."""
+        from transformer_course.grading.judge import LinkBroken, run_test
+
+        self.link.timeout, self.link.deadline = limit, time.monotonic() + limit
+        try:
+            if not self.installed:
+                self.link.install()
+                self.installed = True
+            return run_test(self.link, source, grade_id, Path(self.reference))
+        except LinkBroken as exc:
+            return "LinkBroken", str(exc), ""
+
+    def close(self) -> None:
+        self.link.close()
+
+
+class BoxedJudge:
+    """A notebook's judge in its own sandboxed process (see the module's docstring), from the worker's side.
+
+    Args:
+        connection: the kernel's connection information (``km.get_connection_info()``).
+        hidden: the folders the kernel's sandbox hides (the judge's hides them too).
+        interrupt, alive: the kernel's manager's, for the judge's two questions.
+        memory_mb: the judge's data-segment limit (MiB; 0: none); cpu_s: its CPU-time limit (s).
+
+    Raises:
+        forkserver.TemplateError, OSError: no judge could be started (the caller judges in its own process).
+    """
+
+    def __init__(self, connection: dict, hidden: list[str], reference: str, watched: tuple[str, ...],
+                 interrupt: Callable[[], Any], alive: Callable[[], bool], memory_mb: int = 0, cpu_s: int = 0):
+        self.interrupt, self.alive = interrupt, alive
+        self.server = template(hidden, reference)
+        path = os.path.join(judges_folder(), f"judge-{secrets.token_hex(8)}.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            listener.listen(1)
+            info = {k: v.decode() if isinstance(v, bytes) else v for k, v in connection.items()}
+            args = {"socket": path, "connection": info, "reference": str(Path(reference).resolve()),
+                    "watched": list(watched), "memory_mb": memory_mb, "cpu_s": cpu_s}
+            self.pid = int(self.server.request({"op": "call", "module": __name__, "function": "main",
+                                                "args": args}, START_TIMEOUT)["pid"])
+            conn = self._accept(listener)
+        finally:
+            listener.close()
+            with _suppress():
+                os.unlink(path)
+        conn.setblocking(True)
+        self.lines: Lines | None = Lines(conn)
+
+    def _accept(self, listener: socket.socket) -> socket.socket:
+        """The judge's connection, once it has started (OSError if it exits first, or takes too long)."""
+        listener.settimeout(0.2)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                return listener.accept()[0]
+            except TimeoutError:
+                if self.server.request({"op": "poll", "pid": self.pid}).get("exit") is not None:
+                    raise OSError("the judge exited as it started") from None
+        raise OSError(f"the judge did not connect within {START_TIMEOUT} s")
+
+    def test(self, source: str, grade_id: str, limit: float) -> Verdict:
+        """The verdict of test cell ``source``: the judge's, or a timeout or grader error of the worker's."""
+        if self.lines is None:
+            return "GraderError", "the grader's judge of this notebook stopped in an earlier cell", ""
+        deadline = time.monotonic() + limit + GRACE
+        try:
+            self.lines.send({"op": "test", "source": source, "grade_id": grade_id, "limit": limit})
+            while True:
+                message = self.lines.recv(deadline)
+                if message.get("ask") == "interrupt":
+                    self.interrupt()
+                    self.lines.send({"ok": True})
+                elif message.get("ask") == "alive":
+                    self.lines.send({"alive": bool(self.alive())})
+                else:
+                    return checked(message)
+        except TimeoutError:
+            self._stop()
+            return "CellTimeoutError", f"{GRADERS_WORK} did not finish within {limit + GRACE:g} s, and was stopped", ""
+        except (OSError, EOFError, ValueError) as exc:
+            self._stop()
+            return "GraderError", (f"the grader's judge of this notebook stopped ({type(exc).__name__}); "
+                                   "the cells after this one are judged by a new one"), ""
+
+    def _stop(self) -> None:
+        """Kill the judge and free the kernel (it may wait for the judge's next request)."""
+        with _suppress():
+            self.server.request({"op": "signal", "pid": self.pid, "signal": 9})
+        self.close()
+        with _suppress():
+            self.interrupt()
+
+    def close(self) -> None:
+        if self.lines is not None:
+            with _suppress():
+                self.lines.send({"op": "end"})
+            with _suppress():
+                self.lines.sock.close()
+            self.lines = None
+
+
+def _suppress() -> Any:
+    import contextlib
+
+    return contextlib.suppress(Exception)
+
+
+def main(args: dict) -> None:
+    """The judge: in a child of the judges' template, inside their sandbox. Serves test cells until
+    the worker ends it (or goes away)."""
+    import resource
+
+    from jupyter_client import BlockingKernelClient
+
+    from transformer_course.grading.judge import Link
+
+    if args.get("memory_mb"):
+        limit = int(args["memory_mb"]) << 20
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    if args.get("cpu_s"):
+        resource.setrlimit(resource.RLIMIT_CPU, (int(args["cpu_s"]), int(args["cpu_s"]) + 10))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(args["socket"])
+    lines = Lines(sock)
+
+    def ask(what: str) -> dict:
+        lines.send({"ask": what})
+        return lines.recv()
+
+    client = BlockingKernelClient()
+    client.load_connection_info(args["connection"])
+    judge = LocalJudge(Link(client, watched=tuple(args["watched"]), interrupt=lambda: ask("interrupt"),
+                            alive=lambda: ask("alive").get("alive") is True), args["reference"])
+    while True:
+        try:
+            message = lines.recv()
+        except (EOFError, OSError, ValueError):
+            break
+        if message.get("op") != "test":
+            break
+        verdict = judge.test(str(message["source"]), str(message["grade_id"]), float(message["limit"]))
+        lines.send({"verdict": list(verdict)})
+    judge.close()
