@@ -423,6 +423,7 @@ def test_the_readme_counts_the_attacks_the_suite_runs(repo):
     assert not attacks.NOT_DEFENDED
     text = (repo.root / "docs" / "benchmarks.md").read_text()
     assert f"| {total} of {total} defended |" in text and f"| {lent} of {lent} defended |" in text
+    assert "(`attacks.compromised_judge`" in text and "| 1 of 1 defended |" in text
 
 
 @pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
