@@ -113,6 +113,21 @@ def test_nbgrader_failing_is_a_grader_error_but_a_dead_kernel_is_the_students(re
     assert result.status == "crashed" and "kernel died" in result.reason
 
 
+@pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
+def test_a_judge_that_cannot_start_in_its_box_is_a_grader_error(repo, tmp_path, monkeypatch):
+    """Where judges are boxed, a judge that cannot start in its box is the grader's failure: the notebook
+    is not judged in the worker's process instead (a quiet step down from the box), nor given a zero."""
+    def refuse(*_args, **_kwargs):
+        raise OSError("no room for a judge")
+
+    grader = Grader(tmp_path / "work", repo, GRADING_TIMEOUT)
+    assignment = repo.assignment("01_self_attention")
+    grader.calibrate(assignment)
+    monkeypatch.setattr(judge_box.BoxedJudge, "__init__", refuse)
+    with pytest.raises(GraderError, match="could not start in its sandbox"):
+        grader.grade("ada", assignment, repo.sample_class / "ada" / "01_self_attention" / "01_self_attention.ipynb")
+
+
 def test_the_guard_cell_has_its_own_timeout(repo):
     """Installing the guard imports torch: a short --timeout for students' cells must not fail it."""
     from nbformat.v4 import new_code_cell

@@ -36,8 +36,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         # Without a network the kernel cannot serve TCP to this process: its sockets become
         # files in a folder of its own, the only one both sides see.
         if sandbox.isolates_network():
-            self._sockets = tempfile.mkdtemp(prefix="tc-kernel-", dir=forkserver.sockets_root() if self._forked
-                                             else None)
+            # Under the worker's sockets' folder also when not forked: the judges' sandbox binds that folder.
+            self._sockets = tempfile.mkdtemp(prefix="tc-kernel-", dir=forkserver.sockets_root()
+                                             if forkserver.enabled() else None)
             self.transport, self.ip = "ipc", os.path.join(self._sockets, "kernel")
         return await super()._async_pre_start_kernel(**kw)
 

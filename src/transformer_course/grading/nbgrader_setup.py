@@ -412,7 +412,8 @@ class KeepGradesOnCrash(Execute):
 
     def _open_judge(self) -> BoxedJudge | LocalJudge:
         """This notebook's judge: in a box of its own (:mod:`.judge_box`) where kernels are forked in the
-        sandbox, else in this process."""
+        sandbox, else in this process. Where the box is on and a judge cannot start in it, the notebook is
+        the grader's failure (``grader-error``, graded again next run), never judged here instead."""
         from transformer_course.grading.judge import Link
 
         # The reference the kernel can still see (earlier notebooks' checks need it) must not run
@@ -423,14 +424,13 @@ class KeepGradesOnCrash(Execute):
                    if p and any((Path(p) / "course_reference").glob("nb[0-9][0-9]_*.py"))]
         watched = tuple({f.rstrip(os.sep) + os.sep for p in folders for f in (p, str(Path(p).resolve()))})
         interrupt, alive = run_sync(self.km.interrupt_kernel), run_sync(self.km.is_alive)
-        if judge_box.enabled() and getattr(self.km, "_forked", False):
+        if judge_box.enabled():  # no judge in this process then: a judge that cannot start is the grader's failure
             try:
                 return BoxedJudge(self.km.get_connection_info(), self.km.kernel_hidden(), self.reference, watched,
                                   interrupt, alive, memory_mb=self.judge_memory_mb,
                                   cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()))
             except (forkserver.TemplateError, OSError, KeyError, TypeError, ValueError) as exc:
-                print(f"warning: the judge of {self._notebook} could not start in its sandbox ({exc}); it runs "
-                      "in the grader's process", file=sys.stderr)
+                raise RuntimeError(f"the judge of {self._notebook} could not start in its sandbox ({exc})") from exc
         return LocalJudge(Link(self.km.blocking_client(), watched=watched, interrupt=interrupt, alive=alive),
                           self.reference)
 
