@@ -163,10 +163,7 @@ def _verdicts_and_margin(cases: list[tuple[str, str, str]]) -> tuple[dict, float
         close = rule(got, expected, tol)
         if close.all() and got.numel():
             g, e = got.detach().double(), expected.detach().double()
-            finite = e[torch.isfinite(e)]
-            largest = finite.abs().max().item() if finite.numel() else 0.0
-            allowed = tol["atol"] + tol.get("scale", 0.0) * largest + tol["rtol"] * e.abs()
-            used = torch.where(g == e, torch.zeros_like(g), (g - e).abs()) / allowed
+            used = torch.where(g == e, torch.zeros_like(g), (g - e).abs()) / checks.allowance(expected, tol)
             worst[0] = max(worst[0], used.nan_to_num(0.0).max().item())
         return close
 

@@ -92,7 +92,8 @@ class Link:
         """Keep the tensors in ``value`` (a module's parameters, read here) tied to their originals:
         if code here changes one in place (``nn.init.eye_(layer.weight)``, ``p.copy_(...)``), the
         original is changed the same way before the kernel runs anything else."""
-        for tensor in _flat(value):  # held (not weakly: `layer.weight.copy_(w)` drops it at once) until released
+        # Held (not weakly: `layer.weight.copy_(w)` drops it at once) until released.
+        for tensor in lending.tensors(value):
             handle = getattr(tensor, "_course_handle", None)
             if handle is not None:
                 self.attached.append([tensor, handle, tensor._version])
@@ -612,12 +613,6 @@ def _default_device() -> torch.device:
     """The device tensors made without ``device=`` go to here (a ``with torch.device(...)`` block)."""
     getter = getattr(torch, "get_default_device", None)  # torch >= 2.3
     return getter() if getter is not None else torch.empty(0).device
-
-
-def _flat(value: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    _map(value, lambda v: found.append(v) if isinstance(v, torch.Tensor) else None)
-    return found
 
 
 def _leaves(inputs: list[torch.Tensor]) -> Callable[[Any], Any]:
