@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.grading import forkserver
+from transformer_course.grading import forkserver, judge_box
 
 from .conftest import GRADING_TIMEOUT
 
@@ -29,8 +29,8 @@ def test_check_prints_the_exercise_table(repo, tmp_path, capsys):
 @pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
 def test_check_forks_its_kernel_from_the_template_started_before_the_grader_sets_up(repo, tmp_path, monkeypatch,
                                                                                      capsys):
-    """`check` starts the kernel template first (it imports torch while this process sets up
-    nbgrader); the kernel must then come from that template, not from a second one."""
+    """`check` starts the kernel template (and the judges') first (they import torch while this process
+    sets up nbgrader); the kernel must then come from that template, not from a second one."""
     from transformer_course.grading import grade
     events = []
     real_server, real_setup = forkserver.ForkServer.__init__, grade.generated_course
@@ -57,7 +57,9 @@ def test_check_forks_its_kernel_from_the_template_started_before_the_grader_sets
     shutil.copyfile(repo.solutions / "01_self_attention.ipynb", nb)
     assert main(["check", str(nb), "--timeout", str(GRADING_TIMEOUT)]) == 0
     assert "01_self_attention: 11 / 11" in capsys.readouterr().out
-    assert events == ["template", "nbgrader set-up", "forked kernel"], events
+    # The kernels' template and, where judges are boxed, the judges' (judge_box): both before, none after.
+    templates = ["template"] * (2 if judge_box.enabled() else 1)
+    assert events == [*templates, "nbgrader set-up", "forked kernel"], events
 
 
 def test_the_cli_leaves_out_a_slow_optional_import_and_still_validates_notebooks(repo):
