@@ -160,24 +160,27 @@ def check_callable(target: Any) -> None:
     raise Refused(f"your code called the grader's {_kind(target)}, which the grader does not lend")
 
 
-def _tensors(value: Any, found: list[torch.Tensor], depth: int = 0) -> None:
-    if depth > 32:
-        raise Refused("the values your code sent are nested too deeply")
-    if isinstance(value, torch.Tensor):
-        found.append(value)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _tensors(item, found, depth + 1)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _tensors(item, found, depth + 1)
+def tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``, in lists, tuples and dicts' values (:class:`Refused` past 32 levels)."""
+    found: list[torch.Tensor] = []
+
+    def walk(item: Any, depth: int) -> None:
+        if depth > 32:
+            raise Refused("the values your code sent are nested too deeply")
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, list | tuple | dict):
+            for inner in item.values() if isinstance(item, dict) else item:
+                walk(inner, depth + 1)
+
+    walk(value, 0)
+    return found
 
 
 def check_tensors(value: Any) -> None:
     """Refuse a message from the kernel whose tensors are larger than any test's (before any copy:
     a tensor expanded with stride 0 is small to send and large once copied)."""
-    found: list[torch.Tensor] = []
-    _tensors(value, found)
+    found = tensors(value)
     total = 0
     for tensor in found:
         count = tensor.numel()
@@ -192,8 +195,7 @@ def check_tensors(value: Any) -> None:
 def check_call_size(name: str, args: Any, kwargs: Any) -> None:
     """Refuse a call of a lent reference larger than :data:`MAX_CALL_SIZE` (its size arguments'
     product, or its tensors' elements): the grader computes it in its own memory."""
-    found: list[torch.Tensor] = []
-    _tensors([args, kwargs], found)
+    found = tensors([args, kwargs])
     sizes = [abs(v) for v in [*args, *kwargs.values()] if type(v) is int and abs(v) > 1]
     work = max(sum(t.numel() for t in found), _product(sizes))
     if work > MAX_CALL_SIZE:
