@@ -234,3 +234,20 @@ def test_section_pointers_in_feedback_name_real_headings(repo):
             if (int(n), norm(title)) not in headings:
                 problems.append(f"{module.name}: section {n}, {title!r} is not a heading of {assignment.name}")
     assert not problems, "\n".join(problems)
+
+
+def _independent_cases() -> list[tuple[str, str]]:
+    from transformer_course.quality.independent import ANSWERS
+
+    return [(exercise, author) for exercise, authors in ANSWERS.items() if exercise in CHECKS for author in authors]
+
+
+@pytest.mark.parametrize(("exercise", "author"), _independent_cases())
+def test_independent_answers_pass(exercise, author):
+    """The independently written answers (quality/independent.py) are correct: each passes its checks, with
+    the same author's earlier answers of the notebook defined before it, as in their notebook."""
+    from transformer_course.quality.independent import ANSWERS
+
+    earlier = [by[author] for name, by in ANSWERS.items() if author in by]
+    cells = earlier[:list(ANSWERS).index(exercise) + 1]
+    run_checks(exercise, namespace("\n\n".join(cells)))
