@@ -116,3 +116,35 @@ def test_an_out_folder_without_a_graded_class_or_a_threshold_in_percent_is_refus
     for bad in (["--threshold", "75"], ["--threshold", "-1"], ["--min-chars", "-5"]):
         assert main(["similarity", str(tmp_path), *bad]) == 2
         assert "0 < threshold <= 1 (e.g. 0.75 for 75%)" in capsys.readouterr().err
+
+
+def test_each_student_is_named_with_the_closest_source(report):
+    """Copiers of the published solution are listed with it, not with each other; a copier of a classmate
+    is not listed with the solution where the classmate is clearly closer."""
+    found = {student: source for student, source, _, _ in similarity.sources(report)}
+    solution_copiers = {s for s in found if s.startswith("copier:") and s.count(":") == 1}
+    assert len(solution_copiers) >= 4 and all(found[s] == SOLUTION for s in solution_copiers)
+    checked = 0
+    for p in report.flagged:
+        copier, other = (p.a, p.b) if p.a.startswith("copier:all three:") else (p.b, p.a)
+        if copier.startswith("copier:all three:") and other == copier.removeprefix("copier:all three:"):
+            with_solution = max((q.similarity for q in report.flagged if {q.a, q.b} == {copier, SOLUTION}),
+                                default=0.0)
+            if p.similarity > with_solution + similarity.TIE:
+                assert found[copier] != SOLUTION, copier
+                checked += 1
+    assert checked >= 20
+
+
+def test_settings_chosen_once_are_kept_for_later_runs_and_the_report(report, tmp_path):
+    """`similarity --threshold 0.6` is remembered in OUT: the next run and `report` use it unless told otherwise."""
+    report.threshold = 0.6
+    try:
+        similarity.write(report, tmp_path / "similarity")
+    finally:
+        report.threshold = THRESHOLD
+    assert similarity.settings(tmp_path) == (0.6, similarity.MIN_CHARS)
+    assert similarity.settings(tmp_path, threshold=0.9) == (0.9, similarity.MIN_CHARS)
+    assert similarity.settings(tmp_path / "elsewhere") == (THRESHOLD, similarity.MIN_CHARS)
+    index = (tmp_path / "similarity" / "index.html").read_text()
+    assert f"{len(report.skipped)} exercise(s) not compared" in index and "By student: the closest source" in index

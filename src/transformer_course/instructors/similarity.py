@@ -14,8 +14,10 @@ characters of normalised code beyond its stub is skipped and said so: in a one-l
 for the instructor to read.
 
 Reads what ``transformer-course grade`` keeps of the class: ``OUT/nbgrader/submitted/<student>/
-<assignment>/<notebook>.ipynb``. Writes ``OUT/similarity/``: ``index.html`` (ranked pairs),
-``pairs.csv`` and one side-by-side page per pair above the threshold.
+<assignment>/<notebook>.ipynb``. Writes ``OUT/similarity/``: ``index.html`` (each student's closest source,
+then ranked pairs), ``pairs.csv``, ``settings.json`` (the threshold and minimum length of this run, which
+later runs and ``transformer-course report`` use unless told otherwise) and one side-by-side page per pair
+above the threshold.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ SOLUTION = "published solution"
 THRESHOLD = 0.75
 MIN_CHARS = 60  # characters of an answer's normalised code in fingerprints its stub does not have
 K = 25  # characters per fingerprint (copydetect's default noise threshold)
+TIE = 0.05  # similarities this close name the published solution as the source (sources())
 
 
 @dataclass
@@ -179,11 +182,28 @@ def course_cells(repo) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     return stubs, solutions, assignment_of
 
 
-def from_class(out: Path, repo=None, threshold: float = THRESHOLD,  # noqa: ANN001 (layout.Repo)
-               min_chars: int = MIN_CHARS) -> Report:
-    """The report of a graded class: the answers kept in ``OUT/nbgrader/submitted``."""
+SETTINGS = "settings.json"  # under OUT/similarity: the threshold and minimum length the instructor chose
+
+
+def settings(out: Path, threshold: float | None = None, min_chars: int | None = None) -> tuple[float, int]:
+    """``(threshold, min_chars)``: those given, else the ones kept in ``OUT/similarity/settings.json`` by an
+    earlier run of the command, else the defaults."""
+    kept: dict = {}
+    with contextlib.suppress(OSError, ValueError):
+        found = json.loads((out / "similarity" / SETTINGS).read_text())
+        kept = found if isinstance(found, dict) else {}
+    threshold = threshold if threshold is not None else kept.get("threshold", THRESHOLD)
+    min_chars = min_chars if min_chars is not None else kept.get("min_chars", MIN_CHARS)
+    return float(threshold), int(min_chars)
+
+
+def from_class(out: Path, repo=None, threshold: float | None = None,  # noqa: ANN001 (layout.Repo)
+               min_chars: int | None = None) -> Report:
+    """The report of a graded class: the answers kept in ``OUT/nbgrader/submitted``, at the settings
+    given, else at those kept in ``OUT`` (:func:`settings`)."""
     from transformer_course.layout import Repo
 
+    threshold, min_chars = settings(out, threshold, min_chars)
     repo = repo or Repo()
     answers: dict[str, dict[str, str]] = {}
     stubs, solutions, assignment_of = course_cells(repo)
@@ -223,6 +243,7 @@ def write(report: Report, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.html"):
         old.unlink()
+    (folder / SETTINGS).write_text(json.dumps({"threshold": report.threshold, "min_chars": report.min_chars}) + "\n")
     with open(folder / "pairs.csv", "w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(["exercise", "assignment", "a", "b", "similarity", "share_of_a", "share_of_b", "flagged"])
@@ -264,10 +285,20 @@ def write(report: Report, folder: Path) -> Path:
                     for e, who in sorted(report.short.items()))
     untouched = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
                         for e, who in sorted(report.unattempted.items()))
+    source_rows = "".join(
+        f"<tr><td>{html.escape(student)}</td><td>{html.escape(source)}</td><td>{count}</td>"
+        f"<td>{html.escape(', '.join(others)) or '-'}</td></tr>"
+        for student, source, count, others in sources(report))
     body = (f"<h1>Similar answers</h1><p>{len(report.flagged)} pair(s) of answers at or above "
             f"{report.threshold:.0%} similarity, of {len(report.pairs)} compared (copydetect's fingerprints over "
-            "code laid out by Python's ast: renamed variables, comments and layout do not count). A pair is a "
-            "lead to read, not a verdict: grades are unchanged.</p>"
+            "code laid out by Python's ast: renamed variables, comments and layout do not count); "
+            f"{len(report.skipped)} exercise(s) not compared (their published answer is too short: below). A pair "
+            "is a lead to read, not a verdict: grades are unchanged.</p>"
+            "<h2>By student: the closest source</h2><p>For each student in a flagged pair, the answer they share "
+            "most flagged exercises with: the published solution wherever it is among the closest (students who "
+            "copied the same source also resemble each other; the source is the lead to read first).</p>"
+            "<table><tr><th>student</th><th>closest source</th><th>exercises flagged with it</th>"
+            f"<th>also flagged with</th></tr>{source_rows}</table>"
             "<h2>By pair of students</h2><table><tr><th>student</th><th>with</th><th>exercises flagged</th>"
             f"<th>which</th></tr>{pair_rows}</table>"
             "<h2>By exercise, most similar first</h2><table><tr><th>similarity</th><th>exercise</th>"
@@ -280,6 +311,26 @@ def write(report: Report, folder: Path) -> Path:
     index = folder / "index.html"
     index.write_text(PAGE.format(title="Similar answers", body=body))
     return index
+
+
+def sources(report: Report) -> list[tuple[str, str, int, list[str]]]:
+    """``(student, closest source, exercises flagged with it, the others flagged with the student)`` for
+    every student in a flagged pair, most exercises first. The closest source shares the most flagged
+    exercises with the student, then has the highest mean similarity; the published solution wins where
+    it is within :data:`TIE` of that (two copiers of it match each other as well as they match it)."""
+    shared: dict[str, dict[str, list[float]]] = {}
+    for p in report.flagged:
+        for student, other in ((p.a, p.b), (p.b, p.a)):
+            if student != SOLUTION:
+                shared.setdefault(student, {}).setdefault(other, []).append(p.similarity)
+    rows = []
+    for student, by in shared.items():
+        most = max(len(v) for v in by.values())
+        mean = {o: sum(v) / len(v) for o, v in by.items() if len(v) == most}
+        best = max(mean.values())
+        source = SOLUTION if mean.get(SOLUTION, -1.0) >= best - TIE else max(mean, key=lambda o: (mean[o], o))
+        rows.append((student, source, len(by[source]), sorted(o for o in by if o != source)))
+    return sorted(rows, key=lambda r: (-r[2], r[1] != SOLUTION, r[0]))
 
 
 def summary(report: Report, most: int = 20) -> str:
@@ -295,12 +346,12 @@ def summary(report: Report, most: int = 20) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's options (``transformer-course similarity`` and ``python -m`` this module)."""
     parser.add_argument("out", help="the --out folder of `transformer-course grade`")
-    parser.add_argument("--threshold", type=float, default=THRESHOLD,
+    parser.add_argument("--threshold", type=float, default=None,
                         help=f"similarity (0-1) from which a pair is listed (default {THRESHOLD}, measured by "
-                             "make bench)")
-    parser.add_argument("--min-chars", type=int, default=MIN_CHARS,
+                             "make bench; kept in OUT/similarity/ for later runs and `report`)")
+    parser.add_argument("--min-chars", type=int, default=None,
                         help=f"answers and exercises with fewer characters of their own normalised code are not "
-                             f"compared (default {MIN_CHARS}: short answers converge)")
+                             f"compared (default {MIN_CHARS}: short answers converge; kept as the threshold is)")
 
 
 def main(argv: list[str] | None = None) -> int:
