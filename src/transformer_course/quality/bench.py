@@ -344,7 +344,7 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
         into[PHASES[7]] = into.pop("autograde", 0.0) - execute - into.get(PHASES[6], 0.0)
         into["total"] = totals[mode]
         result[mode] = {name: into.get(name, 0.0) / count for name in [*PHASES, "total"]}
-    result["plain"] = {"own cells": plain / count, "cells that raised": raised}
+    result["plain"] = {"own cells": plain / count, "cells that raised": raised, "notebooks": count}
     result["per notebook"] = per_notebook
     return result
 
@@ -377,7 +377,7 @@ def print_check(rows: list[tuple[str, float, float]]) -> None:
 def print_breakdown(phases: dict[str, dict[str, float]]) -> None:
     own = phases["plain"]["own cells"]
     print("\nWhere grading one notebook spends its time (s per notebook: the sample class's ada and ben, "
-          "14 notebooks, one process, one thread):")
+          f"{phases['plain'].get('notebooks', 0)} notebooks, one process, one thread):")
     print(f"  {'phase':44s} {'as graded':>10s} {'judge in the worker':>20s} {'fresh kernel':>13s} "
           f"{'checks in the kernel':>21s}")
     for name in [*PHASES, "total"]:
