@@ -25,11 +25,13 @@ is killed, the kernel interrupted, and the cell timed out.
 
 Where kernels are not forked (no bubblewrap, ``COURSE_FORKSERVER=off``) or ``COURSE_JUDGE_BOX=off``,
 the judge runs in the worker's process (:class:`LocalJudge`), as the grader's single line of warning
-about the sandbox already says.
+about the sandbox already says. Where judges are boxed, one that cannot start makes its notebook a
+``grader-error``: it is never judged in the worker instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -165,7 +167,8 @@ class BoxedJudge:
         memory_mb: the judge's data-segment limit (MiB; 0: none); cpu_s: its CPU-time limit (s).
 
     Raises:
-        forkserver.TemplateError, OSError: no judge could be started (the caller judges in its own process).
+        forkserver.TemplateError, OSError: no judge could be started (the notebook is then the grader's
+            failure: ``KeepGradesOnCrash._open_judge``).
     """
 
     def __init__(self, connection: dict, hidden: list[str], reference: str, watched: tuple[str, ...],
@@ -185,7 +188,7 @@ class BoxedJudge:
             conn = self._accept(listener)
         finally:
             listener.close()
-            with _suppress():
+            with contextlib.suppress(Exception):
                 os.unlink(path)
         conn.setblocking(True)
         self.lines: Lines | None = Lines(conn)
@@ -228,25 +231,19 @@ class BoxedJudge:
 
     def _stop(self) -> None:
         """Kill the judge and free the kernel (it may wait for the judge's next request)."""
-        with _suppress():
+        with contextlib.suppress(Exception):
             self.server.request({"op": "signal", "pid": self.pid, "signal": 9})
         self.close()
-        with _suppress():
+        with contextlib.suppress(Exception):
             self.interrupt()
 
     def close(self) -> None:
         if self.lines is not None:
-            with _suppress():
+            with contextlib.suppress(Exception):
                 self.lines.send({"op": "end"})
-            with _suppress():
+            with contextlib.suppress(Exception):
                 self.lines.sock.close()
             self.lines = None
-
-
-def _suppress() -> Any:
-    import contextlib
-
-    return contextlib.suppress(Exception)
 
 
 def main(args: dict) -> None:

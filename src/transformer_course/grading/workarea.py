@@ -89,9 +89,10 @@ def create(work: Path, repo: Repo) -> None:
     work.mkdir(parents=True)
     shutil.copytree(repo.reference, work / MOUNTED["readonly"], ignore=kernel_copy_ignore(repo.reference))
     (work / MOUNTED["writable"]).mkdir()
+    mounts = kernel_mounts(work, repo)
     with reference_on_path(work / MOUNTED["readonly"]):
-        forkserver.prestart(**kernel_mounts(work, repo), env=dict(os.environ))
-        judge_box.prestart([*kernel_mounts(work, repo)["hidden"], sandbox.connections_dir()], str(repo.reference))
+        forkserver.prestart(**mounts, env=dict(os.environ))
+        judge_box.prestart([*mounts["hidden"], sandbox.connections_dir()], str(repo.reference))
 
 
 @contextlib.contextmanager
