@@ -365,7 +365,7 @@ def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch
     from transformer_course.grading.grade import Grader
 
     def shapes(nb):
-        return [[(o.get("output_type"), sorted(o.get("data", {}))) for o in c.get("outputs", [])]
+        return [[(o.get("output_type"), o.get("name"), sorted(o.get("data", {}))) for o in c.get("outputs", [])]
                 for c in nb.cells if c.cell_type == "code"]
 
     found = {}
@@ -381,7 +381,7 @@ def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch
         forkserver.stop_all()
     for name in ("01_self_attention", "05_positional_encoding"):
         assert found[("on", name)] == found[("off", name)], name
-    figures = [keys for cell in found[("on", "01_self_attention")][1] for _, keys in cell if "image/png" in keys]
+    figures = [keys for cell in found[("on", "01_self_attention")][1] for _, _, keys in cell if "image/png" in keys]
     assert figures, "notebook 01 draws figures; the forked kernel showed none"
 
 

@@ -506,6 +506,9 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.Execute.timeout = timeout
     c.Execute.interrupt_on_timeout = True
     c.Execute.extra_arguments = KERNEL_ARGS
+    # A kernel flushes prints on a timer, so a busy machine splits one cell's text into several outputs:
+    # merged, the graded notebook reads the same however loaded the machine was (and \r progress bars end clean).
+    c.Execute.coalesce_streams = True
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
     at = sanitize.index(OverwriteCells)  # which then gives restored cells their hidden tests
     c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
