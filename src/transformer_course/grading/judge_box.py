@@ -49,7 +49,8 @@ GRACE = 20  # s past a test cell's limit: the judge interrupts the kernel at the
 START_TIMEOUT = 300  # s for a judge to connect (the template may still be importing torch)
 MAX_MESSAGE = 4_000_000  # bytes of one message from a judge (a verdict with 100,000 printed characters fits)
 MAX_EVALUE = 20_000  # characters of a verdict's message kept
-# Imported once by the judges' template: what every judge needs before the notebook's first test.
+# Imported once by the judges' template: what every judge needs before the notebook's first test (and
+# every notebook's reference and checks: see :func:`warm`).
 WARM = ["torch", "zmq", "jupyter_client", "transformer_course.grading.judge", "course_reference.checks"]
 
 GRADERS_WORK = "the grader's own work for this test (answering your code's requests)"  # a timeout's cause
@@ -83,7 +84,16 @@ def template(hidden: list[str], reference: str) -> forkserver.ForkServer:
     package = str(Path(transformer_course.__file__).resolve().parent.parent)
     readonly = [sys.base_prefix, sys.prefix, package, str(Path(reference).resolve())]
     env = {**os.environ, "PYTHONPATH": str(Path(reference).resolve()), "PYTHONDONTWRITEBYTECODE": "1"}
-    return forkserver.server(sys.executable, hidden, readonly, [judges_folder()], env, warm=WARM)
+    return forkserver.server(sys.executable, hidden, readonly, [judges_folder()], env, warm=warm(reference))
+
+
+def warm(reference: str) -> list[str]:
+    """What the judges' template imports: :data:`WARM`, then each notebook's reference and checks under
+    ``reference`` (a judge would otherwise import its notebook's anew, about 0.3 s a notebook). Each judge
+    is a fork of the template, which runs no test: every judge starts from the same untouched modules."""
+    package = Path(reference) / "course_reference"
+    return WARM + [f"course_reference.{p.stem}" for p in sorted(package.glob("nb[0-9][0-9]_*.py"))] + [
+        f"course_reference.checks.{p.stem}" for p in sorted((package / "checks").glob("nb[0-9][0-9].py"))]
 
 
 def prestart(hidden: list[str], reference: str) -> None:

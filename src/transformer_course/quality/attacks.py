@@ -442,8 +442,9 @@ def verdict(student: str, scores: dict[str, float], feedback: str) -> str:
 
 # A judge whose own code is the attacker's (what a flaw in the allow-list, or in torch's loading of
 # what the kernel sends, would give): the checks of notebook 05 in a copy of the repository run this
-# when a judge imports them. Every line it prints is either what it could not do (lower case) or what
-# it did (upper case: a breach).
+# in each judge's first check (not at import: the judges' template imports the checks once, before any
+# judge exists). Every line it prints is either what it could not do (lower case) or what it did (upper
+# case: a breach).
 COMPROMISED_JUDGE = '''
 def _course_attack():
     import builtins, os, socket
@@ -483,7 +484,17 @@ def _course_attack():
     print("JUDGE ATTACK:", "; ".join(said))
 
 
-_course_attack()
+def _course_each_judge(check):
+    def wrapped(*args, **kwargs):  # the attack runs where the judging does: in the first check a judge calls
+        if not globals().get("_course_attacked"):
+            globals()["_course_attacked"] = True
+            _course_attack()
+        return check(*args, **kwargs)
+    return wrapped
+
+
+for _name in [n for n in globals() if n.startswith("check_")]:
+    globals()[_name] = _course_each_judge(globals()[_name])
 '''
 
 
