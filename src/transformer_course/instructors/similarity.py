@@ -30,6 +30,7 @@ import html
 import io
 import itertools
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -44,7 +45,11 @@ SOLUTION = "published solution"
 THRESHOLD = 0.75
 MIN_CHARS = 60  # characters of an answer's normalised code in fingerprints its stub does not have
 K = 25  # characters per fingerprint (copydetect's default noise threshold)
-TIE = 0.05  # similarities this close name the published solution as the source (sources())
+TIE = 0.05  # evidence this close names the published solution as the source (students())
+# A student's evidence (students()) from which they are grouped with a source; measured as THRESHOLD is.
+STUDENT_THRESHOLD = 0.6
+TELLING = 0.5  # an exercise's excess from which the report lists it as evidence
+FLOOR = 0.02  # share of tokens that differ at or below which two answers count as the same (Exercise.excess)
 
 
 @dataclass
@@ -60,6 +65,47 @@ class Pair:
 
 
 @dataclass
+class Exercise:
+    """Every pair of attempted answers to one exercise, short ones included, compared at two levels
+    (:data:`LEVELS`): the tokens as written (names kept; comments, docstrings and layout dropped) and the
+    tokens of the equivalent form (:mod:`.equivalent`: names and spellings of one operation unified)."""
+    similarity: dict[str, dict[tuple[str, str], float]]  # level -> (a, b) -> difflib's ratio, 0-1
+    typical: dict[str, float]  # level -> the median over the pairs: what answers share without copying
+    weight: float  # tokens of the published answer's equivalent form: a long exercise is more evidence
+
+    def excess(self, a: str, b: str) -> float | None:
+        """How far above what is typical the pair is, 0-1, at the level where it is furthest; None where one
+        of them did not attempt the exercise. Measured on the share of tokens that differ, on a log scale:
+        0 at the typical share, 1 at :data:`FLOOR` or less (a copy), half-way at the geometric mean. Two
+        honest answers in one style differ by a tenth of their tokens; a disguised copy by a few in a hundred."""
+        found = None
+        for level, table in self.similarity.items():
+            value = table.get((a, b), table.get((b, a)))
+            if value is None:
+                return None
+            typical = 1 - self.typical.get(level, 1.0)
+            if typical > FLOOR:
+                share = math.log(typical / max(1 - value, FLOOR)) / math.log(typical / FLOOR)
+                found = max(found or 0.0, min(1.0, max(0.0, share)))
+        return found or 0.0
+
+
+@dataclass
+class Evidence:
+    """One student's answers across the course against one source's (a classmate or the published solution)."""
+    student: str
+    source: str
+    score: float  # the weighted mean of the exercises' excess (Exercise.excess): 0 typical, 1 identical
+    compared: int  # exercises both answered
+    exercises: list[tuple[str, float]]  # (exercise, excess) of each exercise both answered, most first
+
+    @property
+    def standing_out(self) -> list[str]:
+        """The exercises well above what the class typically shares (excess >= :data:`TELLING`)."""
+        return [exercise for exercise, excess in self.exercises if excess >= TELLING]
+
+
+@dataclass
 class Report:
     pairs: list[Pair]  # every pair compared, most similar first
     skipped: dict[str, float]  # exercise -> normalised characters of its published answer (below the minimum)
@@ -68,10 +114,19 @@ class Report:
     short: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers below the minimum
     unattempted: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers left as the stub
     submitted: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, assignment) -> when (UTC)
+    exercises: dict[str, Exercise] = field(default_factory=dict)  # every exercise, short ones included
+    student_threshold: float = STUDENT_THRESHOLD
+    answers: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)  # exercise -> who -> cell
+    stubs: dict[str, str] = field(default_factory=dict, repr=False)  # exercise -> the release's cell
+    evidence: dict[tuple[str, str], Evidence] | None = field(default=None, repr=False)  # see _evidence()
 
     @property
     def flagged(self) -> list[Pair]:
         return [p for p in self.pairs if p.similarity >= self.threshold]
+
+    def students(self) -> set[str]:
+        """Everyone with an attempted answer (the published solution included)."""
+        return {n for e in self.exercises.values() for table in e.similarity.values() for pair in table for n in pair}
 
 
 def answer_cells(path: Path) -> dict[str, str]:
@@ -131,7 +186,9 @@ def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions
     if not 0 < threshold <= 1 or min_chars < 0:
         raise ValueError(f"the threshold is a share of an answer, 0 < threshold <= 1 (e.g. 0.75 for 75%), and the "
                          f"minimum length a number of characters >= 0; got {threshold!r} and {min_chars!r}")
-    pairs, skipped, short, unattempted = [], {}, {}, {}
+    pairs, skipped, short, unattempted, whole = [], {}, {}, {}, {}
+    for exercise in sorted(answers):
+        whole[exercise] = _equivalent(answers[exercise], stubs.get(exercise, ""), solutions.get(exercise))
     for exercise in sorted(answers):
         stub = stubs.get(exercise, "")
         boilerplate = np.array(sorted(_fingerprint(stub).hashes)) if stub else None
@@ -155,7 +212,122 @@ def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions
             pairs.append(_pair(exercise, assignment_of.get(exercise, ""), a, b, prints[a], prints[b],
                                (attempted[a], attempted[b])))
     pairs.sort(key=lambda p: (-p.similarity, p.exercise, p.a, p.b))
-    return Report(pairs, skipped, threshold, min_chars, short, unattempted)
+    codes = {e: dict(by) | ({SOLUTION: solutions[e]} if e in solutions else {}) for e, by in answers.items()}
+    return Report(pairs, skipped, threshold, min_chars, short, unattempted, exercises=whole, answers=codes,
+                  stubs={e: stubs.get(e, "") for e in answers})
+
+
+LEVELS = ("as written", "equivalent form")
+
+
+def _equivalent(answers: dict[str, str], stub: str, solution: str | None) -> Exercise:
+    """Every pair of the attempted ``answers`` (and the published ``solution``) to one exercise, at each of
+    :data:`LEVELS` (difflib's ratio of the two token lists: the share of tokens in common), each level's
+    typical similarity the median of its pairs."""
+    import difflib
+
+    from transformer_course.instructors.equivalent import tokens
+
+    codes = dict(answers) | ({SOLUTION: solution} if solution is not None else {})
+    names = sorted(codes, key=lambda s: (s == SOLUTION, s))
+    similarity, typical, weight = {}, {}, 1
+    for level, equivalent in zip(LEVELS, (False, True), strict=True):
+        given = tokens(stub, equivalent)
+        forms = {s: _own(tokens(codes[s], equivalent), given) for s in names}
+        forms = {s: t for s, t in forms.items() if t or s == SOLUTION}  # nothing of their own: not attempted
+        table = {(a, b): difflib.SequenceMatcher(None, forms[a], forms[b], autojunk=False).ratio()
+                 for a, b in itertools.combinations([s for s in names if s in forms], 2)}
+        similarity[level] = table
+        typical[level] = float(np.median(list(table.values()))) if table else 1.0
+        if equivalent:
+            weight = len(forms.get(SOLUTION) or max(forms.values(), key=len, default=[]))
+    return Exercise(similarity, typical, float(weight or 1))
+
+
+def _own(found: list[str], given: list[str]) -> list[str]:
+    """The tokens of ``found`` that the stub's tokens ``given`` do not account for (difflib's matching
+    blocks, in order): what every student was handed is not evidence."""
+    import difflib
+
+    if not given:
+        return found
+    keep = [True] * len(found)
+    for _, start, size in difflib.SequenceMatcher(None, given, found, autojunk=False).get_matching_blocks():
+        keep[start:start + size] = [False] * size
+    return [t for t, k in zip(found, keep, strict=True) if k]
+
+
+def students(report: Report) -> list[Evidence]:
+    """Each student's closest source across the course: for every classmate and the published solution,
+    the mean over the exercises both answered of how far their answers are above what the class's answers
+    to that exercise typically share (:class:`Exercise`), weighted by the exercise's length. Many short
+    exercises copied together add up where each alone says nothing. The published solution is named where
+    it is within :data:`TIE` of the closest, or itself reaches the student threshold (students who copied
+    it resemble each other as much as they resemble it). Most evidence first."""
+    by_student: dict[str, list[Evidence]] = {}
+    for (student, _), found in sorted(_evidence(report).items()):
+        if student != SOLUTION:
+            by_student.setdefault(student, []).append(found)
+    chosen = []
+    for best in by_student.values():
+        top = max(e.score for e in best)
+        pick = next((e for e in best if e.source == SOLUTION
+                     and (e.score >= top - TIE or e.score >= report.student_threshold)), None)
+        chosen.append(pick or max(best, key=lambda e: (e.score, e.source)))
+    return sorted(chosen, key=lambda e: (-e.score, e.student))
+
+
+def evidence(report: Report, student: str, source: str) -> Evidence | None:
+    """``student``'s answers against ``source``'s across the course (see :func:`students`); None where
+    they answered no exercise in common."""
+    return _evidence(report).get((student, source))
+
+
+def _evidence(report: Report) -> dict[tuple[str, str], Evidence]:
+    """(student, source) -> :class:`Evidence`, both ways round, for every two who answered an exercise in
+    common (computed once per report)."""
+    if report.evidence is None:
+        sums: dict[tuple[str, str], list] = {}  # -> [weighted excess, weights, compared, telling]
+        for exercise, table in sorted(report.exercises.items()):
+            for a, b in next(iter(table.similarity.values()), {}):
+                excess = table.excess(a, b) or 0.0
+                for key in ((a, b), (b, a)):
+                    found = sums.setdefault(key, [0.0, 0.0, 0, []])
+                    found[0] += table.weight * excess
+                    found[1] += table.weight
+                    found[2] += 1
+                    found[3].append((exercise, excess))
+        report.evidence = {key: Evidence(*key, total / weights, compared, sorted(telling, key=lambda t: (-t[1], t[0])))
+                           for key, (total, weights, compared, telling) in sums.items() if weights}
+    return report.evidence
+
+
+def groups(report: Report) -> list[tuple[str, list[Evidence]]]:
+    """The students whose evidence reaches the report's student threshold, grouped by common source: one
+    group around the published solution, then groups of classmates (a student, their source, and whoever
+    names either of them), largest first. A group is named by its source: the solution, or the classmates
+    in it (which of two classmates copied the other is not something the code can say)."""
+    flagged = [e for e in students(report) if e.score >= report.student_threshold]
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        while parent.setdefault(name, name) != name:
+            name = parent[name]
+        return name
+
+    for e in flagged:
+        if e.source != SOLUTION:
+            parent[root(e.student)] = root(e.source)
+    grouped: dict[str, list[Evidence]] = {}
+    for e in flagged:
+        grouped.setdefault(SOLUTION if e.source == SOLUTION else "classmates:" + root(e.student), []).append(e)
+    named = []
+    for key, members in grouped.items():
+        if key == SOLUTION:
+            named.append((SOLUTION, members))
+            continue
+        named.append((", ".join(sorted({n for e in members for n in (e.student, e.source)})), members))
+    return sorted(named, key=lambda g: (g[0] != SOLUTION, -len(g[1]), g[0]))
 
 
 def _pair(exercise: str, assignment: str, a: str, b: str, fa, fb, code: tuple[str, str]) -> Pair:
@@ -285,20 +457,48 @@ def write(report: Report, folder: Path) -> Path:
                     for e, who in sorted(report.short.items()))
     untouched = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
                         for e, who in sorted(report.unattempted.items()))
+    ranked = students(report)
+    with open(folder / "students.csv", "w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["student", "source", "evidence", "exercises_compared", "exercises_standing_out", "grouped"])
+        for e in ranked:
+            writer.writerow([e.student, e.source, f"{e.score:.3f}", e.compared, len(e.standing_out),
+                             int(e.score >= report.student_threshold)])
+    for e in ranked:
+        if e.score >= report.student_threshold:
+            (folder / evidence_page(e)).write_text(_evidence_page(report, e))
     source_rows = "".join(
-        f"<tr><td>{html.escape(student)}</td><td>{html.escape(source)}</td><td>{count}</td>"
-        f"<td>{html.escape(', '.join(others)) or '-'}</td></tr>"
-        for student, source, count, others in sources(report))
-    body = (f"<h1>Similar answers</h1><p>{len(report.flagged)} pair(s) of answers at or above "
+        f"<tr><td>{html.escape(e.student)}</td><td>{html.escape(e.source)}</td><td>{e.score:.0%}</td>"
+        f"<td>{e.compared}</td><td>{len(e.standing_out)}</td><td>"
+        + (f"<a href='{evidence_page(e)}'>side by side</a>" if e.score >= report.student_threshold else "-")
+        + "</td></tr>" for e in ranked)
+    group_rows = "".join(
+        f"<h3>{'Around the published solution' if name == SOLUTION else 'Classmates: ' + html.escape(name)}</h3><ul>"
+        + "".join(f"<li>{html.escape(e.student)} ({e.score:.0%} with {html.escape(e.source)}; stands out on "
+                  f"{len(e.standing_out)} of {e.compared} exercises: "
+                  f"<a href='{evidence_page(e)}'>side by side</a>)</li>"
+                  for e in members) + "</ul>" for name, members in groups(report))
+    grouped = sum(len(members) for _, members in groups(report))
+    body = (f"<h1>Similar answers</h1><p>{grouped} student(s) whose answers across the course resemble one "
+            f"source's at or above {report.student_threshold:.0%} evidence (grouped below); "
+            f"{len(report.flagged)} pair(s) of answers at or above "
             f"{report.threshold:.0%} similarity, of {len(report.pairs)} compared (copydetect's fingerprints over "
             "code laid out by Python's ast: renamed variables, comments and layout do not count); "
-            f"{len(report.skipped)} exercise(s) not compared (their published answer is too short: below). A pair "
-            "is a lead to read, not a verdict: grades are unchanged.</p>"
-            "<h2>By student: the closest source</h2><p>For each student in a flagged pair, the answer they share "
-            "most flagged exercises with: the published solution wherever it is among the closest (students who "
-            "copied the same source also resemble each other; the source is the lead to read first).</p>"
-            "<table><tr><th>student</th><th>closest source</th><th>exercises flagged with it</th>"
-            f"<th>also flagged with</th></tr>{source_rows}</table>"
+            f"{len(report.skipped)} exercise(s) not compared pair by pair (their published answer is too short: "
+            "below), each of them still counted in the students' evidence. A lead to read, not a verdict: "
+            "grades are unchanged.</p>"
+            "<h2>Students grouped by source</h2><p>Each student's answers to every exercise, short ones included, "
+            "against each classmate's and the published solution's: per exercise, how far the two are above what "
+            "the class's answers to it typically share, as written and in an equivalent form (names, and the "
+            "spellings of one operation such as <code>a @ b</code> and <code>torch.matmul(a, b)</code>, "
+            "unified; helpers inlined), then the mean over the exercises weighted by their length. Many short "
+            "exercises copied together add up where each alone says nothing. Students who copied the published "
+            "solution are grouped around it; two classmates are grouped together (which of them wrote it first "
+            f"the code cannot say: the hand-in times are a hint).</p>{group_rows or '<p>none</p>'}"
+            "<h2>By student: the closest source</h2><p>Every student, most evidence first: 0% is what the class "
+            "typically shares, 100% identical answers throughout.</p>"
+            "<table><tr><th>student</th><th>closest source</th><th>evidence</th><th>exercises compared</th>"
+            f"<th>exercises that stand out</th><th></th></tr>{source_rows}</table>"
             "<h2>By pair of students</h2><table><tr><th>student</th><th>with</th><th>exercises flagged</th>"
             f"<th>which</th></tr>{pair_rows}</table>"
             "<h2>By exercise, most similar first</h2><table><tr><th>similarity</th><th>exercise</th>"
@@ -313,30 +513,49 @@ def write(report: Report, folder: Path) -> Path:
     return index
 
 
-def sources(report: Report) -> list[tuple[str, str, int, list[str]]]:
-    """``(student, closest source, exercises flagged with it, the others flagged with the student)`` for
-    every student in a flagged pair, most exercises first. The closest source shares the most flagged
-    exercises with the student, then has the highest mean similarity; the published solution wins where
-    it is within :data:`TIE` of that (two copiers of it match each other as well as they match it)."""
-    shared: dict[str, dict[str, list[float]]] = {}
-    for p in report.flagged:
-        for student, other in ((p.a, p.b), (p.b, p.a)):
-            if student != SOLUTION:
-                shared.setdefault(student, {}).setdefault(other, []).append(p.similarity)
-    rows = []
-    for student, by in shared.items():
-        most = max(len(v) for v in by.values())
-        mean = {o: sum(v) / len(v) for o, v in by.items() if len(v) == most}
-        best = max(mean.values())
-        source = SOLUTION if mean.get(SOLUTION, -1.0) >= best - TIE else max(mean, key=lambda o: (mean[o], o))
-        rows.append((student, source, len(by[source]), sorted(o for o in by if o != source)))
-    return sorted(rows, key=lambda r: (-r[2], r[1] != SOLUTION, r[0]))
+def evidence_page(found: Evidence) -> str:
+    """The page of one student's evidence against their source, the same in every run."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"student--{found.student}--{found.source}") + ".html"
+
+
+def _evidence_page(report: Report, found: Evidence) -> str:
+    """Each exercise both answered, those furthest above what the class typically shares first: the two
+    answers side by side in their equivalent form (the tokens they share beyond the stub highlighted), the
+    cells as handed in below."""
+    from transformer_course.instructors.equivalent import side_by_side
+
+    parts = []
+    for exercise, excess in found.exercises:
+        codes = report.answers.get(exercise, {})
+        a, b = codes.get(found.student, ""), codes.get(found.source, "")
+        shown = side_by_side(a, b, report.stubs.get(exercise, ""))
+        columns = "".join(
+            f"<div><h4>{html.escape(who)}</h4><pre>{view}</pre><details><summary>the cell as handed in</summary>"
+            f"<pre>{html.escape(code)}</pre></details></div>"
+            for who, view, code in zip((found.student, found.source), shown, (a, b), strict=True))
+        typical = report.exercises[exercise].typical
+        parts.append(f"<h3>{html.escape(exercise)}: {excess:.0%} of the way from typical to identical</h3><p>typical "
+                     "similarity of the class's answers: " + ", ".join(f"{v:.0%} {k}" for k, v in typical.items())
+                     + f"</p><div class='cols'>{columns}</div>")
+    when = sorted({report.submitted[k] for k in report.submitted if k[0] in (found.student, found.source)})
+    return PAGE.format(
+        title=f"{found.student} and {found.source}",
+        body=f"<p><a href='index.html'>All students</a></p><h2>{html.escape(found.student)} and "
+             f"{html.escape(found.source)}: {found.score:.0%} evidence over {found.compared} exercises</h2>"
+             "<p>Each answer in its equivalent form: docstrings and comments dropped, names and strings as "
+             "placeholders (<code>v</code>, <code>'s'</code>), one spelling per operation "
+             "(<code>op_matmul</code> for <code>@</code>, <code>torch.matmul</code> and <code>.bmm</code>), "
+             "helpers inlined. Highlighted: the tokens that match the other answer's, beyond what the stub gave "
+             "both." + (f" Hand-in times: {html.escape(', '.join(when))}." if when else "") + "</p>"
+             + "".join(parts))
 
 
 def summary(report: Report, most: int = 20) -> str:
-    """The first lines of the report: counts and the ``most`` most similar pairs."""
-    lines = [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
-             f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared)"]
+    """The first lines of the report: the groups of students, counts and the ``most`` most similar pairs."""
+    lines = [f"{'around the ' + name if name == SOLUTION else 'classmates ' + name}: "
+             + ", ".join(f"{e.student} {e.score:.0%}" for e in members) for name, members in groups(report)]
+    lines += [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
+              f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared pair by pair)"]
     lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged[:most]]
     if len(report.flagged) > most:
         lines.append(f"  ... and {len(report.flagged) - most} more in similarity/index.html")

@@ -90,11 +90,17 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
     if (out / "similarity" / "pairs.csv").is_file():
         flagged = {(r["exercise"], r["a"], r["b"])
                    for r in _read(out / "similarity" / "pairs.csv") if r["flagged"] == "1"}
+    grouped = {}
+    if (out / "similarity" / "students.csv").is_file():
+        grouped = {r["student"]: r["source"] for r in _read(out / "similarity" / "students.csv") if r["grouped"] == "1"}
     for student, spec in expected.items():
         for exercise, other in spec.get("similar", {}).items():
             if not {(exercise, student, other), (exercise, other, student)} & flagged:
                 problems.append(f"{student} {exercise}: the similarity report (similarity/pairs.csv) does not flag "
                                 f"it with {other!r}")
+            if grouped.get(student) != other:
+                problems.append(f"{student}: the similarity report (similarity/students.csv) groups them with "
+                                f"{grouped.get(student)!r}, not {other!r}")
     if only_expected:
         for student in sorted({s for s, _ in grades} - set(expected)):
             problems.append(f"{student}: graded but not in the expectations")
