@@ -1,6 +1,13 @@
 """Similarity report: ``transformer-course similarity OUT`` (and a section of ``transformer-course report``).
 
-For every exercise, each student's answer cell is compared with every other student's and with the
+Students first (:func:`students`, :func:`groups`): every exercise, short ones included, each student's answer
+against every classmate's and the published solution's, as written and in an equivalent form
+(:mod:`.equivalent`), measured against what the class's answers to that exercise typically share; a
+student's evidence against a source is the mean over the exercises both answered, weighted by length, so
+that many short exercises copied together add up. Students at or above ``STUDENT_THRESHOLD`` are grouped by
+source (the published solution, or classmates), each with a page of every exercise side by side.
+
+Then pairs: for every exercise, each student's answer cell is compared with every other student's and with the
 published solution's. The matching is copydetect's (https://github.com/blingenf/copydetect): code is
 tokenised by pygments with variable, function and class names, strings, comments and whitespace
 normalised away, then compared by k-gram fingerprints (Schleimer, Wilkerson and Aiken 2003, the method
@@ -14,10 +21,10 @@ characters of normalised code beyond its stub is skipped and said so: in a one-l
 for the instructor to read.
 
 Reads what ``transformer-course grade`` keeps of the class: ``OUT/nbgrader/submitted/<student>/
-<assignment>/<notebook>.ipynb``. Writes ``OUT/similarity/``: ``index.html`` (each student's closest source,
-then ranked pairs), ``pairs.csv``, ``settings.json`` (the threshold and minimum length of this run, which
-later runs and ``transformer-course report`` use unless told otherwise) and one side-by-side page per pair
-above the threshold.
+<assignment>/<notebook>.ipynb``. Writes ``OUT/similarity/``: ``index.html`` (the groups, each student's
+closest source, then ranked pairs), ``students.csv``, ``pairs.csv``, ``settings.json`` (the threshold and
+minimum length of this run, which later runs and ``transformer-course report`` use unless told otherwise),
+one page per grouped student and one side-by-side page per pair above the threshold.
 """
 
 from __future__ import annotations

@@ -574,6 +574,23 @@ def similarity_figures(repo: Repo) -> None:
               f"{numbers['own-catalogue variant pairs (a shared head)']}")
     print(f"  exercises compared {numbers['exercises compared']}, below the minimum length (skipped) "
           f"{numbers['exercises below the minimum length (skipped)']}: {', '.join(sorted(report.skipped))}")
+    answers, copied_from = copiers.student_class(solutions)
+    report = similarity.compare(answers, stubs, solutions, assignment_of)
+    print("\nSimilarity by student on the class of whole students (copiers.student_class: notebooks 01-06, the four "
+          "independent authors and the outside catalogue honest; copiers of the solution or a classmate, each with "
+          "one disguise: verbatim, renamed, commented, reordered, rewritten spellings, a helper extracted, all at "
+          "once, half the exercises):")
+    for threshold in (0.5, similarity.STUDENT_THRESHOLD, 0.7):
+        n = copiers.class_figures(report, copied_from, threshold)
+        mark = " (default)" if threshold == similarity.STUDENT_THRESHOLD else ""
+        print(f"  evidence {threshold:.2f}{mark}: copiers grouped with their source "
+              f"{n['copiers named with their source']} of {n['copiers']}; copied (student, exercise) pairs flagged "
+              f"{n['copied pairs flagged (%)']:.1f}% of "
+              f"{n['copied (student, exercise) pairs']} (standing out on their own "
+              f"{n['copied pairs standing out (%)']:.1f}%); honest (student, source) pairs flagged "
+              f"{n['honest pairs flagged']} of {n['honest (student, source) pairs']}")
+    print(f"  highest honest evidence {n['highest honest evidence']:.2f}, lowest copier evidence "
+          f"{n['lowest copier evidence']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
