@@ -117,7 +117,12 @@ def _similarity_section(out: Path) -> str:
     similarity.write(report, out / "similarity")
     rows = [[f"{p.similarity:.0%}", html.escape(p.exercise), html.escape(p.a), html.escape(p.b)]
             for p in report.flagged[:20]]  # the most similar: the rest are on the similarity page
-    return (f"<p>{len(report.flagged)} pair(s) of answers at or above {report.threshold:.0%} similarity "
+    grouped = [[html.escape(name), ", ".join(f"{html.escape(e.student)} ({e.score:.0%})" for e in members)]
+               for name, members in similarity.groups(report)]
+    return (f"<p>Students whose answers across the course resemble one source's (evidence at or above "
+            f"{report.student_threshold:.0%}), grouped by source:</p>"
+            + (_table(["source", "students (evidence)"], grouped) if grouped else "<p>none</p>")
+            + f"<p>{len(report.flagged)} pair(s) of answers at or above {report.threshold:.0%} similarity "
             f"(copydetect's fingerprints, names and layout normalised; {len(report.skipped)} short exercises not "
             "compared). A lead to read, not a verdict: no grade is changed. Side by side: "
             "<a href='../similarity/index.html'>similarity/index.html</a>"
