@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import copy
 import io
+import keyword
 import tokenize
 
 # torch operations that have a method form, a function form (torch.*) or an nn.functional form.
@@ -191,6 +192,11 @@ def tokens(code: str, equivalent: bool = True) -> list[str]:
         return text.split()
 
 
+def given(stub: str) -> str:
+    """The stub without its ``raise NotImplementedError(...)`` lines: what every student keeps of it."""
+    return "\n".join(line for line in stub.splitlines() if not line.strip().startswith("raise NotImplementedError"))
+
+
 def _positioned(text: str) -> list[tuple[str, int, int]]:
     """``(token, start, end)`` of each token of ``text``, offsets into ``text`` (layout and comments left out)."""
     starts = [0]
@@ -204,33 +210,49 @@ def _positioned(text: str) -> list[tuple[str, int, int]]:
         return []
 
 
+def _matchable(found: list[tuple[str, int, int]], equivalent: bool) -> list[str]:
+    """The tokens as they are matched: as they are in the equivalent form (already normalised); as written,
+    names (not attributes, keywords or builtins) as ``v`` and strings as ``'s'``, as the fingerprints do."""
+    if equivalent:
+        return [t for t, _, _ in found]
+    out = []
+    for k, (t, _, _) in enumerate(found):
+        name = t.isidentifier() and not keyword.iskeyword(t) and t not in KEEP and t not in NAMESPACES
+        after_dot = k > 0 and found[k - 1][0] == "."
+        out.append("v" if name and not after_dot else "'s'" if t[:1] in "'\"" or t[:2] in ("f'", 'f"') else t)
+    return out
+
+
 def side_by_side(a: str, b: str, stub: str, equivalent: bool = True) -> tuple[str, str]:
     """The two answers in their equivalent form (or as written), as HTML: the tokens of each that match
-    the other's, beyond what the stub gave both, in ``<span class="hl">``. Whole tokens only."""
+    the other's (as written: names and strings aside), beyond what the stub gave both, in
+    ``<span class="hl">``. Whole tokens only; never a token of the stub's."""
     import difflib
     import html
 
     texts = [equivalent_form(c) if equivalent else as_written(c) for c in (a, b)]
-    given = tokens(stub, equivalent) if stub else []
-    marks = []
-    for text in texts:  # which of the text's tokens are its own (not the stub's)
+    stub = given(stub)
+    kept = _matchable(_positioned(equivalent_form(stub) if equivalent else as_written(stub)), equivalent) \
+        if stub else []
+    marks = []  # per answer: (matchable token, start, end, index among all its tokens) of its own tokens
+    for text in texts:
         found = _positioned(text)
+        keys = _matchable(found, equivalent)
         own = [True] * len(found)
-        if given:
-            matcher = difflib.SequenceMatcher(None, given, [t for t, _, _ in found], autojunk=False)
-            for _, start, size in matcher.get_matching_blocks():
+        if kept:
+            for _, start, size in difflib.SequenceMatcher(None, kept, keys, autojunk=False).get_matching_blocks():
                 own[start:start + size] = [False] * size
-        marks.append([f for f, o in zip(found, own, strict=True) if o])
+        marks.append([(keys[k], s, e, k) for k, (_, s, e) in enumerate(found) if own[k]])
     matched: list[set[int]] = [set(), set()]
-    matcher = difflib.SequenceMatcher(None, [t for t, _, _ in marks[0]], [t for t, _, _ in marks[1]], autojunk=False)
+    matcher = difflib.SequenceMatcher(None, [m[0] for m in marks[0]], [m[0] for m in marks[1]], autojunk=False)
     for i, j, size in matcher.get_matching_blocks():
         matched[0].update(range(i, i + size))
         matched[1].update(range(j, j + size))
     shown = []
     for text, own, hits in zip(texts, marks, matched, strict=True):
         out, at, runs = [], 0, []
-        for k in sorted(hits):  # runs of consecutive matched tokens, one span each
-            if runs and runs[-1][1] == k - 1:
+        for k in sorted(hits):  # runs of tokens next to each other in the text, one span each
+            if runs and own[runs[-1][1]][3] == own[k][3] - 1:
                 runs[-1][1] = k
             else:
                 runs.append([k, k])

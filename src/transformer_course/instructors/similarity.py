@@ -233,14 +233,15 @@ def _equivalent(answers: dict[str, str], stub: str, solution: str | None) -> Exe
     typical similarity the median of its pairs."""
     import difflib
 
-    from transformer_course.instructors.equivalent import tokens
+    from transformer_course.instructors.equivalent import given, tokens
 
+    stub = given(stub)
     codes = dict(answers) | ({SOLUTION: solution} if solution is not None else {})
     names = sorted(codes, key=lambda s: (s == SOLUTION, s))
     similarity, typical, weight = {}, {}, 1
     for level, equivalent in zip(LEVELS, (False, True), strict=True):
-        given = tokens(stub, equivalent)
-        forms = {s: _own(tokens(codes[s], equivalent), given) for s in names}
+        kept = tokens(stub, equivalent)
+        forms = {s: _own(tokens(codes[s], equivalent), kept) for s in names}
         forms = {s: t for s, t in forms.items() if t or s == SOLUTION}  # nothing of their own: not attempted
         table = {(a, b): difflib.SequenceMatcher(None, forms[a], forms[b], autojunk=False).ratio()
                  for a, b in itertools.combinations([s for s in names if s in forms], 2)}
@@ -417,7 +418,7 @@ def page_name(pair: Pair) -> str:
 def write(report: Report, folder: Path) -> Path:
     """``index.html``, ``pairs.csv`` and a page per flagged pair into ``folder`` (an earlier run's
     pages removed); returns the index."""
-    from copydetect.utils import highlight_overlap
+    from transformer_course.instructors.equivalent import side_by_side
 
     folder.mkdir(parents=True, exist_ok=True)
     for old in folder.glob("*.html"):
@@ -432,9 +433,8 @@ def write(report: Report, folder: Path) -> Path:
     rows = []
     for p in report.flagged:
         columns = []
-        for who, code, cut, share in zip((p.a, p.b), p.code, p.slices, p.shares, strict=True):
-            shown = (highlight_overlap(canonical(code), cut, '<span class="hl">', "</span>", escape_html=True)[0]
-                     if cut.size else html.escape(canonical(code)))
+        views = side_by_side(*p.code, report.stubs.get(p.exercise, ""), equivalent=False)
+        for who, code, shown, share in zip((p.a, p.b), p.code, views, p.shares, strict=True):
             when = report.submitted.get((who, p.assignment))
             columns.append(f"<div><h3>{html.escape(who)}: {share:.0%} of it matched</h3>"
                            + (f"<p>handed in {html.escape(when)}</p>" if when else "")
@@ -445,8 +445,8 @@ def write(report: Report, folder: Path) -> Path:
             body=f"<p><a href='index.html'>All pairs</a></p><h2>{html.escape(p.exercise)} ({p.assignment}): "
                  f"{html.escape(p.a)} and {html.escape(p.b)}, similarity {p.similarity:.0%}</h2>"
                  "<p>Each answer is shown as Python lays it out (<code>ast</code>: comments, docstrings and "
-                 "layout removed), its code matched with the other's highlighted; names and strings did not "
-                 "count. What the release's stub already held does not count either. Which of the two came "
+                 "layout removed), the tokens that match the other's highlighted (whole tokens; names and strings "
+                 "did not count). What the release's stub already held is never highlighted. Which of the two came "
                  "first is not something the code can say: the hand-in times are a hint.</p>"
                  f"<div class='cols'>{''.join(columns)}</div>"))
         rows.append(f"<tr><td>{p.similarity:.0%}</td><td>{html.escape(p.exercise)}</td><td>{html.escape(p.a)}</td>"
