@@ -109,3 +109,79 @@ def test_the_set_up_cells_shorten_tracebacks_with_the_same_code(repo):
         assert "set_custom_exc((Exception,)" in setup, f"{assignment.name}: no traceback handler"
         handlers[assignment.name] = setup[setup.index("\ntry:  # An error inside a module"):]
     assert len(set(handlers.values())) == 1, sorted(handlers)
+
+
+def _operations(node) -> int:  # noqa: ANN001 (an ast node)
+    import ast
+
+    return sum(isinstance(n, ast.Call | ast.BinOp | ast.Subscript | ast.Compare) for n in ast.walk(node))
+
+
+def _pieces(span: str) -> str | None:
+    """A hint's code span in its equivalent form, where it is an expression of two operations or more
+    (a function's name, a shape or one call is what a hint may give)."""
+    import ast
+
+    from transformer_course.instructors.equivalent import equivalent_form
+
+    try:
+        tree = ast.parse(span.strip(), mode="eval")
+    except SyntaxError:
+        return None
+    return equivalent_form(span.strip()) if _operations(tree.body) >= 2 else None
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_no_hint_assembles_a_piece_of_the_solution(repo, name):
+    """No code in any hint is an expression of the solution (two operations or more), whatever its names or
+    its spelling of an operation (compared in equivalent form: `x.pow(2).mean(-1)` is
+    `torch.mean(torch.pow(y, 2), dim=-1)`)."""
+    import textwrap
+
+    import jupytext
+
+    from transformer_course.instructors.equivalent import equivalent_form
+
+    assignment = repo.assignment(name)
+    source = jupytext.read(assignment.source_file)
+    found = []
+    for exercise in assignment.exercises:
+        at = next(i for i, c in enumerate(source.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == exercise)
+        tiers = source.cells[at - 1].source.split("<summary>Hint")[1:]
+        hints = "".join(part.split("</details>", 1)[0] for part in tiers)
+        body = source.cells[at].source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0]
+        solution = equivalent_form(textwrap.dedent(body).strip())
+        for span in re.findall(r"`([^`]+)`", hints):
+            if (piece := _pieces(span)) and piece in solution:
+                found.append(f"{exercise}: {span!r}")
+    assert not found, "hints that write a piece of the solution: " + "; ".join(found)
+
+
+def _naming(line: str) -> bool:
+    """Whether a line only names a call (``optimizer.zero_grad()``): feedback may say what to call."""
+    import ast
+
+    try:
+        tree = ast.parse(line.strip())
+    except SyntaxError:
+        return False
+    return (len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Call)
+            and not tree.body[0].value.args and not tree.body[0].value.keywords)
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_no_feedback_prints_a_line_of_the_solution(repo, name):
+    """The checks' messages say what is wrong and where to look, never the solution's line."""
+    import ast
+
+    import jupytext
+
+    assignment = repo.assignment(name)
+    source = jupytext.read(assignment.source_file)
+    lines = {line for cell in source.cells if "### BEGIN SOLUTION" in cell.source
+             for line in _solution_lines(cell.source) if len(line) >= 15 and not _naming(line)}
+    checks = repo.reference / "course_reference" / "checks" / f"nb{assignment.notebook[:2]}.py"
+    messages = [" ".join(n.value.split()) for n in ast.walk(ast.parse(checks.read_text()))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    found = sorted({line for line in lines for text in messages if line in text})
+    assert not found, f"feedback of {name} prints the solution's lines: {found}"

@@ -283,7 +283,7 @@ _checks.check_make_teacher_forcing_batch(globals())
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# `d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)`; steps count from 1 (step 0 would divide by zero), so reject `step < 1` with a `ValueError`.
+# Eq. (3) term by term: the warm-up term grows in proportion to `step` (scaled by $\text{warmup\_steps}^{-1.5}$), the decay term is $\text{step}^{-0.5}$; Python's `min` picks the smaller, and $d_{\text{model}}^{-0.5}$ scales the result (`**` takes a power). Steps count from 1 (step 0 would divide by zero), so reject `step < 1` with a `ValueError`.
 #
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
@@ -744,7 +744,7 @@ _checks.check_greedy_decode(globals())
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# Each step: for every unfinished hypothesis, decode its tokens (causal mask, the source's padding mask) and take `log_softmax` of the last position's logits; every token gives a candidate `(tokens + [v], log_p + step_log_p[v])` (only a hypothesis's `beam_size` best tokens can make the beam, so `topk` saves time). Finished hypotheses are candidates as they are. Sort all candidates by `log_p / ((5 + n) / 6) ** length_penalty`, `n = len(tokens) - 1`, and keep `beam_size`. At the end, pad the rows' best hypotheses with `model.pad_id` to one length.
+# Each step: for every unfinished hypothesis, decode its tokens (causal mask, the source's padding mask) and take `log_softmax` of the last position's logits; every token gives a candidate `(tokens + [v], log_p + step_log_p[v])` (only a hypothesis's `beam_size` best tokens can make the beam, so `topk` saves time). Finished hypotheses are candidates as they are. Sort all candidates by their summed log-probability divided by the length penalty of Wu et al., $\mathrm{lp}(n) = ((5 + n) / 6)^{\alpha}$ with $\alpha$ = `length_penalty` and $n$ the number of tokens after `bos_id`, and keep `beam_size`. At the end, pad the rows' best hypotheses with `model.pad_id` to one length.
 #
 # </details>
 # <details><summary>Hint 3: the pieces</summary>

@@ -11,7 +11,9 @@
 #
 # The language models of today (LLaMA, Mistral, Qwen, Gemma) are the decoder of notebook 06
 # with the encoder and the cross-attention removed, trained to predict the next token, and
-# with a handful of changes that each solve a problem the 2017 design ran into at scale:
+# with a handful of changes that each solve a problem the 2017 design ran into at scale.
+# LLaMA ([Touvron et al., 2023](https://arxiv.org/abs/2302.13971), §2.2) put several of them
+# together (pre-normalisation with RMSNorm, SwiGLU, rotary embeddings):
 #
 # | 2017 (notebooks 01-07) | now | why |
 # |---|---|---|
@@ -20,9 +22,12 @@
 # | sinusoids added to the embeddings | rotary embeddings inside attention | attention sees relative positions |
 # | ReLU feed-forward | SwiGLU | a gated layer, better per parameter |
 # | one key/value head per query head | grouped-query attention | a smaller key/value cache |
-# | separate output layer | output layer tied to the embedding | fewer parameters |
 # | attention as one `L x L` matrix | attention tile by tile | memory linear in `L` |
 # | greedy or beam search | sampling with temperature and top-p, a key/value cache | varied text, fast |
+#
+# One choice of this notebook is *not* new: the model's output layer shares its weights with
+# the embedding (section 8). The 2017 paper already does this (section 3.4); many modern models
+# keep the tie, but not all (LLaMA has a separate output layer).
 #
 # Part A builds each piece and tests it on small tensors. Part B trains the model on the
 # English side of Multi30k for a few minutes, next to a 2017-style decoder trained the same
@@ -124,7 +129,7 @@ sns.set_theme(style="whitegrid", palette="colorblind")
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `x.pow(2).mean(dim=-1, keepdim=True)` is the mean square, shape `(..., 1)`; `torch.rsqrt` gives one over a square root; `self.weight` has shape `(D,)` and broadcasts over the other axes; the result keeps the dtype of `x`.
+# Square with `Tensor.pow` and average with `Tensor.mean` over the last axis, keeping that axis (`keepdim`) so the mean square has shape `(..., 1)` and broadcasts against `x`; `torch.rsqrt` gives one over a square root; `self.weight` has shape `(D,)` and broadcasts over the other axes; the result keeps the dtype of `x`.
 #
 # </details>
 #
@@ -211,6 +216,13 @@ print(f"and LayerNorm differs, since x has mean about 2: "
 # score depends on the offset $m - n$ only, not on where the pair sits in the text. Only
 # queries and keys are rotated; the values carry content and stay as they are.
 #
+# **Two layouts.** This notebook pairs neighbouring features, $(x_0, x_1), (x_2, x_3), \dots$,
+# as the RoFormer paper writes it. Much public code (Hugging Face's `rotate_half`, for one)
+# pairs the two halves instead, $(x_i, x_{i + d/2})$. The two are the same rotation up to a
+# fixed permutation of the features, so both give the same family of models; but weights
+# trained with one layout give wrong scores under the other unless the rows of the query and
+# key projections are permuted to match.
+#
 # **Exercise 2.** Write `apply_rotary_embedding(x, positions, base=10000.0)`: `x` is
 # `(..., L, d)` (queries or keys, `d` even), `positions` is `(L,)`; return the rotated
 # tensor, same shape and dtype. Raise `ValueError` for an odd `d`.
@@ -230,7 +242,7 @@ print(f"and LayerNorm differs, since x has mean about 2: "
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# The even features are `x[..., 0::2]` and the odd ones `x[..., 1::2]`, each `(..., L, d/2)`; an `(L, d/2)` table broadcasts against them. Write the results at the same slices of a new tensor shaped like `x` (`torch.empty_like`), or join them with `torch.stack(..., dim=-1)` and `flatten(-2)`. Compute the angles in float64 on `x`'s device (`device=x.device` in `torch.arange`, and move `positions` there too: a table made on the CPU cannot multiply a tensor on a GPU), and cast the cosines and sines to `x.dtype`.
+# A slice of the last axis with a step of 2 (starting at 0 for the even features, at 1 for the odd ones) gives two `(..., L, d/2)` tensors; an `(L, d/2)` table broadcasts against them. Write the results at the same slices of a new tensor shaped like `x` (`torch.empty_like`), or join them with `torch.stack` on a new last axis and `flatten` the last two axes. Compute the angles in float64 on the same device as `x` (pass its device to `torch.arange`, and move `positions` there too: a table made on the CPU cannot multiply a tensor on a GPU), then cast the cosines and sines to `x.dtype`.
 #
 # </details>
 #
@@ -328,8 +340,9 @@ print(f"Notice: along each diagonal the score varies by at most {spread:.1e} (ro
 #
 # $$\mathrm{SwiGLU}(x) = \big(\mathrm{SiLU}(x W_1) \odot x W_3\big) W_2.$$
 #
-# Three matrices instead of two; LLaMA takes $d_{ff} \approx \frac{8}{3} d_{model}$ so that
-# the parameter count matches a ReLU layer with $d_{ff} = 4 d_{model}$. There are no biases.
+# Three matrices instead of two; LLaMA (Touvron et al., 2023, §2.2) takes
+# $d_{ff} \approx \frac{8}{3} d_{model}$ so that the parameter count matches a ReLU layer with
+# $d_{ff} = 4 d_{model}$. There are no biases.
 #
 # **Exercise 3.** Complete `SwiGLU.forward` with the layers `w1` (the gate, through SiLU),
 # `w3` and `w2`.
@@ -408,7 +421,7 @@ _checks.check_SwiGLU(globals())
 # the GPU. Ainslie et al. (2023) let **groups of query heads share one key/value head**: with
 # $h_{kv}$ key/value heads each is read by $h / h_{kv}$ consecutive query heads, and the cache
 # shrinks by that factor. $h_{kv} = h$ is multi-head attention; $h_{kv} = 1$ is multi-query
-# attention.
+# attention, the earlier idea of Shazeer (2019) that grouped-query attention generalises.
 #
 # The attention itself is unchanged once each key/value head is repeated for its query heads:
 # query head $j$ reads key/value head $j // (h / h_{kv})$.
@@ -417,7 +430,7 @@ _checks.check_SwiGLU(globals())
 # each head repeated `n_rep` times next to itself.
 
 # %% [markdown]
-# **Stuck on `repeat_kv`?** Open one hint at a time. Paper: [Ainslie et al., 2023, *GQA: Training Generalized Multi-Query Transformer Models from Multi-Head Checkpoints*](https://arxiv.org/abs/2305.13245), §2.2 and Figure 2.
+# **Stuck on `repeat_kv`?** Open one hint at a time. Paper: [Ainslie et al., 2023, *GQA: Training Generalized Multi-Query Transformer Models from Multi-Head Checkpoints*](https://arxiv.org/abs/2305.13245), §2.2 and Figure 2; multi-query attention: [Shazeer, 2019, *Fast Transformer Decoding: One Write-Head is All You Need*](https://arxiv.org/abs/1911.02150).
 #
 # <details><summary>Hint 1: a nudge</summary>
 #
@@ -498,7 +511,7 @@ _checks.check_repeat_kv(globals())
 # **Exercise 5.** Complete `GroupedQueryAttention.forward(x, past_kv=None)` -> `(out, (k, v))`.
 
 # %% [markdown]
-# **Stuck on `GroupedQueryAttention`?** Open one hint at a time. Paper: [Ainslie et al., 2023, *GQA*](https://arxiv.org/abs/2305.13245), §2.2; rotary embeddings: [Su et al., 2021](https://arxiv.org/abs/2104.09864), §3.4.2.
+# **Stuck on `GroupedQueryAttention`?** Open one hint at a time. Paper: [Ainslie et al., 2023, *GQA*](https://arxiv.org/abs/2305.13245), §2.2; multi-query attention: [Shazeer, 2019](https://arxiv.org/abs/1911.02150); rotary embeddings: [Su et al., 2021](https://arxiv.org/abs/2104.09864), §3.4.2.
 #
 # <details><summary>Hint 1: a nudge</summary>
 #
@@ -512,7 +525,7 @@ _checks.check_repeat_kv(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# Split heads with `.view(B, L, heads, d_head).transpose(1, 2)`; positions are `torch.arange(P, P + L)`; `torch.cat([cached, new], dim=2)` appends along the length; `torch.ones(L, P + L, dtype=torch.bool).tril(P)` is the mask; merge heads back with `.transpose(1, 2).reshape(B, L, D)`.
+# To split heads, `view` the projection's last axis as `(heads, d_head)` and `transpose` the head axis in front of the length axis; merging goes back the same way, with `reshape` after the `transpose`. `torch.arange` with a start gives the positions `P .. P + L - 1` (on `x`'s device). `torch.cat` along the length axis (axis 2 of `(B, h_kv, L, d_head)`) appends the new keys and values to the cached ones. For the mask, `Tensor.tril(diagonal)` keeps a lower triangle shifted `diagonal` places to the right: start from an all-`True` boolean `(L, P + L)` tensor and choose the shift that lets query `i` see key `P + i`. `repeat_kv` takes `num_heads // num_kv_heads` as its group size.
 #
 # </details>
 #
@@ -616,10 +629,12 @@ _checks.check_GroupedQueryAttention(globals())
 # ## 6. Attention tile by tile
 #
 # Attention over $L$ tokens forms an $L \times L$ matrix of scores per head: at $L = 32{,}000$
-# that is 4 GB in float32, for one head of one layer. FlashAttention (Dao et al., 2022) never
-# forms it. It walks over the keys in **tiles** and keeps, for each query, three running
-# quantities: the largest score so far $m$, the sum of exponentials $\ell = \sum e^{s - m}$, and
-# the unnormalised output $a = \sum e^{s - m} v$. When a tile brings a larger maximum
+# that is 4 GB in float32, for one head of one layer. Tiled attention never forms it. It walks
+# over the keys in **tiles** and keeps, for each query, three running quantities: the largest
+# score so far $m$, the sum of exponentials $\ell = \sum e^{s - m}$, and the unnormalised
+# output $a = \sum e^{s - m} v$. The running maximum and sum are the online softmax normaliser
+# of Milakov & Gimelshein (2018); carrying the output along with them is the step of Rabe &
+# Staats (2021) and of FlashAttention (Dao et al., 2022). When a tile brings a larger maximum
 # $m' \ge m$, the old sums were taken against the wrong maximum; multiplying them by
 # $e^{m - m'}$ fixes them:
 #
@@ -627,18 +642,24 @@ _checks.check_GroupedQueryAttention(globals())
 #   a' = a\, e^{m - m'} + \sum_j e^{s_j - m'} v_j.$$
 #
 # After the last tile, the output is $a / \ell$: exactly softmax attention, since every term
-# was finally taken against the same maximum (Milakov & Gimelshein, 2018). The memory is one
-# tile of scores at a time. (The speed of FlashAttention comes from doing this inside one GPU
-# kernel, in fast on-chip memory; in Python the loop is slower than one big matrix product.)
+# was finally taken against the same maximum. Keeping $a$ unnormalised until that one final
+# division, as this exercise does, is the form of FlashAttention-2 (Dao, 2023); the first
+# FlashAttention rescaled its output at every tile.
+#
+# The point of tiling is **memory**: one tile of scores at a time instead of all $L \times L$.
+# FlashAttention's speed comes from running the whole loop inside one fused GPU kernel that
+# keeps each tile in fast on-chip memory. A loop written in Python is a different matter:
+# whether it beats one big matrix product depends on the machine and on $L$. Section 15
+# measures it on your machine.
 #
 # **Exercise 6.** Write `online_softmax_attention(query, key, value, tile_size=64, causal=False)`
-# -> `(..., L_q, d_v)`: the scaled dot-product attention of notebook 02 (without mask and
-# dropout), computed over tiles of `tile_size` keys. With `causal=True`, query `i` sees keys
-# `0 .. L_k - L_q + i` (the queries are the last `L_q` positions). Raise `ValueError` for
-# `tile_size < 1`.
+# -> `(..., L_q, d_v)`: the scaled dot-product attention of notebook 02, computed over tiles of
+# `tile_size` keys. It takes no mask argument and has no dropout; the causal case is built in:
+# with `causal=True`, query `i` sees keys `0 .. L_k - L_q + i` (the queries are the last `L_q`
+# positions). Raise `ValueError` for `tile_size < 1`.
 
 # %% [markdown]
-# **Stuck on `online_softmax_attention`?** Open one hint at a time. Paper: [Dao et al., 2022, *FlashAttention*](https://arxiv.org/abs/2205.14135), §3.1 (tiling), and [Milakov & Gimelshein, 2018](https://arxiv.org/abs/1805.02867), §3.
+# **Stuck on `online_softmax_attention`?** Open one hint at a time. Papers: [Milakov & Gimelshein, 2018, *Online normalizer calculation for softmax*](https://arxiv.org/abs/1805.02867), §3 (the running maximum and sum); [Rabe & Staats, 2021, *Self-attention Does Not Need O(n²) Memory*](https://arxiv.org/abs/2112.05682) and [Dao et al., 2022, *FlashAttention*](https://arxiv.org/abs/2205.14135), §3.1 (the output carried along, tile by tile); [Dao, 2023, *FlashAttention-2*](https://arxiv.org/abs/2307.08691), §3.1 (one division at the end).
 #
 # <details><summary>Hint 1: a nudge</summary>
 #
@@ -652,7 +673,7 @@ _checks.check_GroupedQueryAttention(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `range(0, L_k, tile_size)` gives the start of each tile, and `key[..., s:s + tile_size, :]` a tile; `torch.maximum` takes the element-wise maximum of two tensors; keep `m` and `l` with a trailing axis of size 1 (`keepdim=True`) so that they broadcast. For the causal case compare the key indices of the tile with `L_k - L_q` + the query indices, and fill the hidden scores with `-inf`.
+# A `range` with step `tile_size` gives the start of each tile; slicing the length axis of `key` and `value` from a start gives a tile (a slice that runs past the end just gives a shorter last tile). `torch.maximum` takes the element-wise maximum of two tensors; keep `m` and `l` with a trailing axis of size 1 (`keepdim`) so that they broadcast. For the causal case, compare the key indices of the tile (a row of `torch.arange`) with `L_k - L_q` plus the query indices (a column), and fill the hidden scores with `-inf` (`masked_fill`).
 #
 # </details>
 #
@@ -872,10 +893,11 @@ _checks.check_DecoderBlock(globals())
 # The model maps token ids to vectors with an embedding table $E$ `(V, D)`, runs the blocks,
 # normalises, and maps each vector back to $V$ scores (logits) with an output layer `(V, D)`:
 # the same shape as $E$. Press & Wolf (2017) showed that **using $E$ itself** as the output
-# layer works as well or better, with $V \cdot D$ fewer parameters (the 2017 paper does the
-# same, section 3.4). Tied means *one* tensor: `lm_head.weight` must be the very
-# `nn.Parameter` of the embedding, so that every update to one is an update to the other. A copy
-# would start equal and drift apart.
+# layer works as well or better, with $V \cdot D$ fewer parameters. This is not a modern
+# change: the 2017 paper already shares them (section 3.4). Many modern models keep the tie,
+# but not all: LLaMA gives its output layer its own weights. Tied means *one* tensor:
+# `lm_head.weight` must be the very `nn.Parameter` of the embedding, so that every update to
+# one is an update to the other. A copy would start equal and drift apart.
 #
 # No positional encoding is added to the embeddings: the positions are in the rotations
 # inside attention.
@@ -899,7 +921,7 @@ _checks.check_DecoderBlock(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# Assigning an `nn.Parameter` to a module attribute (`module.weight = other_parameter`) shares it; `.data` or `.clone()` would copy. `self.embedding(tokens)`, then the blocks in `self.layers` (each returns a pair), then `self.norm` and `self.lm_head`.
+# Assigning an existing `nn.Parameter` object to an attribute of another module registers that same object there, so both modules hold one tensor; going through `.data`, `.clone()` or `copy_` would give the output layer a copy instead. In `forward`: `self.embedding`, then the blocks in `self.layers` (each returns a pair), then `self.norm` and `self.lm_head`.
 #
 # </details>
 #
@@ -986,10 +1008,11 @@ _checks.check_DecoderLM(globals())
 # %% [markdown]
 # ## 9. Sampling: temperature and top-p
 #
-# Greedy decoding (notebook 07) picks the most likely token at every step. For open-ended text
-# it loops and repeats itself (Holtzman et al., 2019, Figure 1); *sampling* from the model's
-# distribution reads better but sometimes draws a token from the long tail of unlikely ones,
-# and one bad token derails the rest. Two knobs control this:
+# Greedy decoding (notebook 07) picks the most likely token at every step. On long open-ended
+# text, decoding that maximises likelihood (greedy or beam search) tends to loop and repeat
+# itself (Holtzman et al., 2019, §1; Figure 1 shows it for beam search); *sampling* from the
+# model's distribution reads better but sometimes draws a token from the long tail of unlikely
+# ones, and one bad token derails the rest. Two knobs control this:
 #
 # - **temperature** $T$: sample from $\mathrm{softmax}(z / T)$. $T < 1$ sharpens the
 #   distribution, $T > 1$ flattens it, $T \to 0$ is greedy.
@@ -1022,7 +1045,7 @@ _checks.check_DecoderLM(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `Tensor.sort(dim=-1, descending=True, stable=True)` returns the values and the indices; `cumsum(dim=-1)` adds up; `torch.zeros_like(mask).scatter(-1, indices, sorted_mask)` puts a sorted decision back in place; `masked_fill` with the opposite of that mask and `float("-inf")` does the rest.
+# `Tensor.sort` (with `descending` and `stable` set) returns the sorted values and the indices they came from; `softmax` and `cumsum` over the last axis give the running total. `Tensor.scatter(dim, index, src)` writes each entry of `src` to the position that `index` names along `dim`: given the sort's indices, it moves a boolean decision made in sorted order back to vocabulary order (scatter into a boolean tensor of the same shape). `masked_fill` then sets the tokens *not* kept to `float("-inf")`.
 #
 # </details>
 #
@@ -1111,7 +1134,7 @@ _checks.check_top_p_filter(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `torch.multinomial` draws `num_samples` indices from each row of a `(B, V)` table of probabilities and returns `(B, num_samples)`; `squeeze(-1)` drops the last axis; `argmax(dim=-1)` is the greedy choice.
+# `torch.multinomial` draws `num_samples` indices from each row of a `(B, V)` table of probabilities and returns `(B, num_samples)`; `squeeze` drops an axis of size 1; `argmax` over the vocabulary axis is the greedy choice.
 #
 # </details>
 #
@@ -1227,7 +1250,7 @@ print("Notice: a low temperature and a low top-p both concentrate the mass; top-
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# `model(ids, past_kvs)` returns `(logits, presents)`; `logits[:, -1]` is `(B, V)`; the new token has shape `(B,)`, and `[:, None]` makes it the `(B, 1)` input of the next call; `torch.cat(..., dim=1)` appends it.
+# `model(ids, past_kvs)` returns `(logits, presents)`; the logits of the last position are `(B, V)`; the new token has shape `(B,)` and needs a length axis of size 1 to become the `(B, 1)` input of the next call; `torch.cat` along the length axis appends it to `tokens`.
 #
 # </details>
 #
@@ -1309,7 +1332,11 @@ _checks.check_generate(globals())
 #   feed-forward, multi-head attention with a causal mask), sinusoidal positions added to the
 #   embeddings, a separate output layer;
 # - **modern**: your `DecoderLM` (pre-LN, RMSNorm, rotary embeddings, SwiGLU, grouped-query
-#   attention, tied embeddings).
+#   attention), with its output layer tied to the embedding.
+#
+# The tie is not one of the modern changes (the 2017 paper already shares the two matrices, and
+# LLaMA does not); here it is simply one more difference between the two models, and it accounts
+# for much of the difference in their parameter counts.
 #
 # It first shows why pre-LN matters, then compares the two models (perplexity on the
 # validation sentences, tokens per second, memory), then samples text. Set the environment
@@ -1443,6 +1470,14 @@ def perplexity(model: nn.Module, ids: torch.Tensor, max_windows: int = 200) -> f
 # Two stacks of the same depth, the same weights at the start, trained with Adam at a constant
 # learning rate of `3 * CONFIG.lr` **without warm-up**: your pre-LN `DecoderBlock`, and the same
 # block with the normalisation moved after each residual addition (post-LN).
+#
+# **Reading the result.** The printout compares the mean loss over the last tenth of the steps,
+# and its closing sentence only looks at the sign of the gap. In the `cpu` configuration (150
+# steps) the run shown here ended with post-LN 1.45 above pre-LN, a clear gap. In the `tiny`
+# configuration each stack trains for 10 steps and the "last tenth" is one step on one batch: a
+# small gap there is not evidence either way, whatever its sign. Evidence would be a gap that is
+# large compared with the step-to-step wobble of the curves, that lasts over many steps, and that
+# comes back with other seeds: that is what the longer `cpu` and `gpu` runs are for.
 
 # %%
 class PostLNBlock(DecoderBlock):
@@ -1492,12 +1527,12 @@ if not GRADING:
 # ## 13. The two models, trained the same way
 #
 # Each model trains for `CONFIG.minutes` minutes with AdamW, 50 steps of warm-up (which the
-# 2017 model needs) and the same batches. Ten times along the way the validation perplexity
-# is measured and the best weights so far are kept: a GPU passes over these captions dozens
-# of times in a few minutes, and a model that memorises them gets worse on new ones. Reported: the validation **perplexity** (the
-# exponential of the mean cross-entropy per token: the number of equally likely tokens the
-# model hesitates between), the training speed in tokens per second, and the memory of the
-# activations one training step keeps for its backward pass (measured with
+# 2017 model needs) and the same batches. Ten times along the way the validation perplexity is
+# measured and the best weights so far are kept: a fast run can pass over these captions many
+# times, and a model that memorises them gets worse on new ones. Reported: the validation
+# **perplexity** (the exponential of the mean cross-entropy per token: the number of equally
+# likely tokens the model hesitates between), the training speed in tokens per second, and the
+# memory of the activations one training step keeps for its backward pass (measured with
 # `torch.autograd.graph.saved_tensors_hooks`; on a GPU, also the peak the allocator saw).
 
 # %%
@@ -1567,19 +1602,36 @@ if not GRADING:
                                      for v in cells))
 
 # %% [markdown]
-# **Reading the table.** At this size and in two minutes, the modern choices do not buy a lower
-# perplexity by themselves: the two models end close, the modern one with about a quarter fewer
-# parameters (its output layer *is* its embedding). It keeps more activations for the backward pass
-# (SwiGLU's third projection, the rotated copies of queries and keys). What it buys shows elsewhere:
-# section 12's stability without warm-up, a key/value cache half as large (2 key/value heads for 4
-# query heads), and positions that hold relative to each other however long the text. Those are the
-# reasons large models made these changes; at 1 M parameters they cost nothing and lose nothing.
+# **Reading the table.** The numbers discussed here are those of the run this notebook was
+# written with: the `cpu` configuration on a 2-core CPU (two minutes per model, 4
+# query heads and 2 key/value heads, about 1 M parameters). The `gpu` configuration (three
+# minutes, 6 query heads and 2 key/value heads, a larger model) and `tiny` give other numbers;
+# read your own table the same way.
+#
+# In that run the modern choices did not buy a lower perplexity by themselves: the two models
+# ended close (23.0 for 2017, 23.7 modern), the modern one with about a quarter fewer parameters,
+# mostly because its output layer *is* its embedding and partly because its key and value
+# projections are narrower. It kept more activations for the backward pass (SwiGLU's third
+# projection, the rotated copies of queries and keys) and trained a little slower per token. What
+# the modern design buys shows elsewhere: section 12's stability without warm-up, a key/value
+# cache `num_heads / num_kv_heads` times smaller (half as large here, a third in `gpu`), and
+# positions that enter attention only as offsets. Rotary embeddings do not, by themselves, let a
+# model read texts longer than those it was trained on: offsets it never saw give scores it never
+# learned to use, and extending the context takes extra steps such as position interpolation
+# (Chen et al., 2023, [arXiv:2306.15595](https://arxiv.org/abs/2306.15595)). Those gains are why
+# large models made these changes; at 1 M parameters they cost a little speed and memory and
+# change the perplexity little.
 
 # %% [markdown]
 # ## 14. Samples
 #
-# The modern model continues a few prompts, with greedy decoding and with sampling. Greedy text
-# tends to repeat; sampling at a moderate temperature with top-p varies without derailing.
+# The modern model continues a few prompts, with greedy decoding and with sampling. Greedy
+# decoding gives the same text every time for a prompt, and on long generations it can fall into
+# loops (section 9). These captions are short and end early, and in the run shown here none of
+# the three greedy samples repeats itself. Sampling at a moderate temperature with top-p varies
+# the text (another seed gives other captions); it mostly stays on track, but can still slip: in
+# the run shown, the first sampled caption turns garbled ("a thin are") and is unfinished when
+# its 20 new tokens run out.
 
 # %%
 if not GRADING:
@@ -1595,10 +1647,18 @@ if not GRADING:
 # %% [markdown]
 # ## 15. Your attention against PyTorch's fused kernels
 #
-# `F.scaled_dot_product_attention` picks a fused kernel (FlashAttention's on a recent GPU; a
-# tiled one on the CPU) that never stores the score matrix. Below: one causal attention of
-# 8 heads of 64 features at growing lengths, as the plain formula, as your tiles, and as
-# PyTorch's, with the time of one call and the largest tensor it created.
+# `F.scaled_dot_product_attention` picks a fused kernel that never stores the score matrix (on
+# a GPU, typically FlashAttention's for half-precision inputs and a memory-efficient one for
+# float32 inputs like these; on the CPU, a tiled one). Below: one causal attention of 8 heads
+# of 64 features at growing lengths, as the plain formula, as your tiles, and as PyTorch's,
+# with the time of one call and the largest tensor it created.
+#
+# Whether your Python tiles are slower or faster than the plain formula depends on the machine
+# and on $L$: the loop pays a fixed cost for each tile, while the plain formula must fill and read
+# back a score matrix that grows with $L^2$. On the 2-core CPU this notebook was run on, the tiles
+# were slower than the plain form at $L = 512$ and faster at $L = 2048$; read the printout of your
+# own run. The fused kernel, which keeps the tiles without Python's cost per tile, was the fastest
+# at both lengths in that run.
 
 # %%
 def timed(fn, *args, repeats=3):

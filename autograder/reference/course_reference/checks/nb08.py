@@ -572,7 +572,8 @@ def _assert_tied(model: torch.nn.Module, args: tuple) -> None:
                "during training; assign the parameter itself")
     else:
         why = "lm_head.weight is not the embedding's weight; tie them"
-    raise AssertionError(f"{what}: {why}: self.lm_head.weight = self.embedding.weight ({SECTION_LM}).")
+    raise AssertionError(f"{what}: {why}: lm_head's weight must be the very Parameter object of the embedding "
+                         f"({SECTION_LM}).")
 
 
 def check_DecoderLM(ns: dict[str, Any]) -> None:  # noqa: N802 (the class's name)
