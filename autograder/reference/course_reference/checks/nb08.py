@@ -691,6 +691,19 @@ def check_top_p_filter(ns: dict[str, Any]) -> None:
     for p in (0.5, 0.75):
         assert_matches(fn(halves, p), ref.top_p_filter(halves, p), f"top_p_filter(log([1/2, 1/4, 1/8, 1/8]), top_p={p})", _top_p_mistakes(halves, p),
                        hint=f"Expected the fewest most likely tokens that reach top_p ({SECTION_SAMPLE}).")
+    # Ties across the nucleus's edge, in rows long enough that an unstable sort reorders them (300 tokens on 4
+    # levels; at 6 tokens the CPU's sort happens to keep ties in order): the text ranks ties by index.
+    ties = torch.randint(0, 4, (3, 300), generator=torch.Generator().manual_seed(8)).double()
+    for p in (0.3, 0.6):
+        what = f"top_p_filter(logits (3, 300) on four levels, many tied, top_p={p})"
+        got, want = as_tensor(fn(ties.clone(), p), what), ref.top_p_filter(ties, p)
+        if got.shape == want.shape and not torch.equal(got.isinf(), want.isinf()) and torch.equal(
+                got.masked_fill(got.isinf(), -1.0).sort(-1).values, want.masked_fill(want.isinf(), -1.0).sort(-1).values):
+            raise AssertionError(f"{what}: as many tokens are kept at each logit as expected, but not the right ones "
+                                 "among equal logits: rank ties by index, with a stable sort ('stable=True'), so "
+                                 f"that the earlier of two equal tokens is kept first ({SECTION_SAMPLE}).")
+        assert_matches(got, want, what, hint=f"Expected the fewest most likely tokens that reach top_p, ties ranked "
+                                             f"by index ({SECTION_SAMPLE}).")
     batched = TABLE.reshape(2, 2, 6)
     assert_matches(fn(batched, 0.7), ref.top_p_filter(batched, 0.7), "top_p_filter(logits (2, 2, 6), top_p=0.7)",
                    hint=f"Filter each row over its last axis ({SECTION_SAMPLE}).")
