@@ -896,6 +896,7 @@ MISTAKES.update({
         "no_gain": (RMS_INIT + "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)", "`weight` is not applied"),
         "norm_not_rms": (RMS_INIT + "        return x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + self.eps) * self.weight", "MEAN of the squares"),
         "fixed_eps": (RMS_INIT + "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight", "eps is ignored"),
+        "abs_mean": (RMS_INIT + "        return x / (x.abs().mean(-1, keepdim=True) + self.eps) * self.weight", "mean of |x|"),
     },
     "apply_rotary_embedding": {
         "rotate_half": (ROPE_HEAD + ROPE_ANGLES + "    h = x.size(-1) // 2\n    a, b = x[..., :h], x[..., h:]\n    return torch.cat([a * cos - b * sin, b * cos + a * sin], -1)\n", "rotate_half"),
@@ -903,6 +904,7 @@ MISTAKES.update({
         "exponent_i": (ROPE_OK.replace("torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d", "torch.arange(d // 2, dtype=torch.float64, device=x.device) / d"), "base^(-i/d)"),
         "arange_positions": (ROPE_OK.replace("positions.to(x.device).double()[:, None]", "torch.arange(x.size(-2), device=x.device).double()[:, None]"), "positions given are ignored"),
         "fixed_base": (ROPE_OK.replace("theta = base **", "theta = 10000.0 **"), "`base` argument is ignored"),
+        "llama3_base": (ROPE_OK.replace("theta = base **", "theta = 500000.0 **"), "base 500000"),
         "table_on_cpu": (ROPE_OK.replace(", device=x.device", "").replace("positions.to(x.device)", "positions"),
                          "is made on the CPU"),
     },
@@ -974,6 +976,11 @@ MISTAKES.update({
                      "        out = torch.cat([out, sample_next_token(logits[:, -1], temperature, top_p)[:, None]], 1)\n    return out\n", "whole text at every step"),
         "whole_text_with_cache": (GENERATE_HEAD + "    out = prompt\n    past = None\n    for _ in range(max_new_tokens):\n        logits, past = model(out, past)\n"
                                   "        out = torch.cat([out, sample_next_token(logits[:, -1], temperature, top_p)[:, None]], 1)\n    return out\n", "counted twice"),
+        "temperature_dropped": (GENERATE_HEAD + (
+            "    logits, past = model(prompt)\n    out = prompt\n    for _ in range(max_new_tokens):\n"
+            "        nxt = sample_next_token(logits[:, -1])\n"
+            "        out = torch.cat([out, nxt[:, None]], 1)\n        logits, past = model(nxt[:, None], past)\n    return out\n"),
+            "sample_next_token gives when it is passed temperature=0"),
         "first_position": (GENERATE_HEAD + (
             "    logits, past = model(prompt)\n    out = prompt\n    for _ in range(max_new_tokens):\n"
             "        nxt = sample_next_token(logits[:, 0], temperature, top_p)\n"

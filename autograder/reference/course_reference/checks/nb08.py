@@ -115,6 +115,10 @@ def _rms_mistakes(x: torch.Tensor, weight: torch.Tensor, eps: float) -> dict[str
             x * torch.rsqrt(x.pow(2).mean(0, keepdim=True) + eps) * weight,
         f"eps is ignored: use the module's `self.eps` inside the square root ({SECTION_RMS}).":
             x * torch.rsqrt(ms + 1e-6) * weight if eps != 1e-6 else None,
+        f"x is divided by the mean of |x|; RMSNorm divides by the root of the mean of the SQUARES, "
+        f"sqrt(mean(x^2) + eps) ({SECTION_RMS}).": x / (x.abs().mean(-1, keepdim=True) + eps) * weight,
+        f"x is divided by the square root of the mean of |x|; square the entries (x^2), not their absolute values "
+        f"({SECTION_RMS}).": x * torch.rsqrt(x.abs().mean(-1, keepdim=True) + eps) * weight,
     }
 
 
@@ -193,6 +197,10 @@ def _rope_mistakes(x: torch.Tensor, positions: torch.Tensor, base: float) -> dic
     }
     if base != 10000.0:
         mistakes[f"the `base` argument is ignored (10000 is used) ({SECTION_ROPE})."] = _rope(x, positions)
+    for other in (500000.0, 1e6, 1e5, 1e3):  # the bases of later models (LLaMA 3: 500000), hard-coded
+        if other != base:
+            mistakes[f"the angles use base {other:g}, not the `base` argument ({base:g} here): theta_i = "
+                     f"base^(-2i/d) ({SECTION_ROPE})."] = _rope(x, positions, other)
     return mistakes
 
 
@@ -838,7 +846,9 @@ def check_generate(ns: dict[str, Any]) -> None:
             assert_matches(got, expected, what, {
                 f"the next token is drawn from the logits of the FIRST position; use the last one, logits[:, -1] "
                 f"({SECTION_GENERATE}).": _greedy(prompt, new, model.vocab, first=True) if prompt_shape[1] > 1 else None,
-            }, hint=f"Expected the prompt, then each token taken from the last position's logits ({SECTION_GENERATE}).")
+            }, hint=f"Expected the prompt, then at temperature=0.0 the most likely token at each step: the argmax of "
+                    f"the last position's logits, which sample_next_token gives when it is passed temperature=0 "
+                    f"({SECTION_GENERATE}).")
         # Sampling: the first new token of many rows, against the distribution temperature and top_p give.
         for seed, (temperature, top_p) in enumerate([(0.7, 0.9), (1.5, 1.0)]):
             torch.manual_seed(seed)
