@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from transformer_course.course.book import GITHUB_BLOB, build_book
+from transformer_course.course.book import GITHUB_BLOB, NUMBERS, build_book
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +21,7 @@ def test_every_chapter_is_there_in_order(repo, book):
     intro = (html / "intro.html").read_text()
     positions = [intro.find(f'href="{c}.html"') for c in chapters]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), positions
+    assert f"{NUMBERS[len(chapters)].capitalize()} notebooks that build" in intro  # the count, not a number by hand
     for chapter in chapters:
         assert (html / f"{chapter}.html").is_file()
 

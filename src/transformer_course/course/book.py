@@ -24,10 +24,13 @@ from transformer_course.layout import GITHUB_REPO, Repo
 
 GITHUB_BLOB = f"https://github.com/{GITHUB_REPO}/blob/main"
 
+NUMBERS = "zero one two three four five six seven eight nine ten eleven twelve".split()
 INTRO = """# Build a Transformer
 
-Seven notebooks that build the Transformer of *Attention Is All You Need* (Vaswani et al.,
-2017) piece by piece in PyTorch, then train it to translate German to English on Multi30k.
+{count} notebooks that build the Transformer of *Attention Is All You Need* (Vaswani et al.,
+2017) piece by piece in PyTorch, train it to translate German to English on Multi30k, then turn
+it into a modern decoder (RMSNorm, rotary embeddings, SwiGLU, grouped-query attention, a
+key/value cache, sampling).
 The guides come first (for students, for instructors, the grader, benchmarks, contributing),
 then the **solution notebooks, executed**: every exercise answered, every figure and
 the training run as the course ships them. To work the exercises yourself, open the student
@@ -89,7 +92,7 @@ def write_sources(repo: Repo, src: Path) -> list[str]:
         (src / notebook.name).write_text(text)
         chapters.append(notebook.stem)
     local_mathjax = mathjax.install(src / "_static" / "mathjax")  # formulas render offline
-    (src / "intro.md").write_text(INTRO)
+    (src / "intro.md").write_text(INTRO.replace("{count}", NUMBERS[len(chapters)].capitalize()))
     (src / "_toc.yml").write_text(
         "format: jb-book\nroot: intro\nparts:\n  - caption: Guides\n    chapters:\n"
         + "".join(f"      - file: {name}\n" for _, name in GUIDES)

@@ -252,8 +252,9 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
     cluster = None
     if scheduler is None:
         # CRITICAL: a task's failure comes back through its future; what workers would log
-        # besides is shutdown noise (heartbeats to a scheduler that has just closed).
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+        # besides is shutdown noise (heartbeats to a scheduler that has just closed). The dashboard on
+        # a free port (":0"): 8787 may be another cluster's, and Dask would warn about it.
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                                silence_logs=logging.CRITICAL)
     client = Client(scheduler or cluster)
     try:

@@ -168,7 +168,10 @@ def explain(assignment: Assignment, exercise: str, lost: list[str], errors: dict
     message = _error_message(errors[failed[0]], timeout)
     others = ""
     if len(failed) > 1 and not message.startswith("not attempted"):
-        others = f"[also failed: {', '.join(failed[1:])}]"
+        more = failed[1:]  # said in the student's words: which kind of test, not its internal id
+        kinds = {"hidden" if gid in hidden else "visible" for gid in more}
+        others = (f"[also failed: its {kinds.pop()} test]" if len(more) == 1
+                  else f"[also failed: {len(more)} more of its tests]")
     return compose_feedback("", message, others)
 
 
