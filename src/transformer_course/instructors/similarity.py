@@ -548,7 +548,8 @@ def _evidence_page(report: Report, found: Evidence) -> str:
     return PAGE.format(
         title=f"{found.student} and {found.source}",
         body=f"<p><a href='index.html'>All students</a></p><h2>{html.escape(found.student)} and "
-             f"{html.escape(found.source)}: {found.score:.0%} evidence over {found.compared} exercises</h2>"
+             f"{html.escape(found.source)}: {found.score:.0%} evidence over {found.compared} "
+             f"exercise{'' if found.compared == 1 else 's'}</h2>"
              "<p>Each answer in its equivalent form: docstrings and comments dropped, names and strings as "
              "placeholders (<code>v</code>, <code>'s'</code>), one spelling per operation "
              "(<code>op_matmul</code> for <code>@</code>, <code>torch.matmul</code> and <code>.bmm</code>), "
