@@ -866,6 +866,13 @@ CORRECT.update({
     },
     "top_p_filter": {
         "scatter_back": TOP_P_OK,
+        # Ascending sort, as Hugging Face's TopPLogitsWarper: drop the tokens whose cumulative mass from the
+        # bottom is at most 1 - top_p; the row flipped before a stable sort, so that of two equal tokens the
+        # later one comes first from the bottom and is dropped first (ties ranked by index, as the text asks).
+        "ascending_tail": TOP_P_HEAD + (
+            "    v, idx = logits.flip(-1).sort(dim=-1, stable=True)\n    idx = logits.size(-1) - 1 - idx\n"
+            "    cum = v.softmax(-1).cumsum(-1)\n    drop = cum <= 1 - top_p\n"
+            "    drop[..., -1] = False\n    return logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))\n"),
         "shifted_mask": TOP_P_HEAD + (
             "    v, idx = torch.sort(logits, descending=True, stable=True, dim=-1)\n    cum = torch.softmax(v, -1).cumsum(-1)\n"
             "    drop = cum >= top_p\n    drop[..., 1:] = drop[..., :-1].clone()\n    drop[..., 0] = False\n"
@@ -955,9 +962,8 @@ MISTAKES.update({
         "drops_crossing_token": (TOP_P_OK.replace("keep = (p.cumsum(-1) - p) < top_p", "keep = p.cumsum(-1) < top_p"), "crosses top_p is dropped"),
         # The text ranks ties by index; torch.sort without stable=True reorders ties in long rows (issue 39).
         "unstable_sort": (TOP_P_OK.replace(", stable=True", ""), "stable"),
-        # An ascending sort, as Hugging Face's TopPLogitsWarper: drop the tokens whose cumulative mass from the
-        # bottom is at most 1 - top_p. Right except at ties, where it keeps the LATER of two equal tokens.
-        "ascending_tail": (TOP_P_HEAD + (
+        # The ascending sort without the flip: right except at ties, where it keeps the LATER of two equal tokens.
+        "ascending_tail_ties": (TOP_P_HEAD + (
             "    v, idx = logits.sort(dim=-1)\n    cum = v.softmax(-1).cumsum(-1)\n    drop = cum <= 1 - top_p\n"
             "    drop[..., -1] = False\n    return logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))\n"),
             "stable"),
