@@ -94,3 +94,16 @@ def test_clear_errors(tmp_path, capsys):
     other.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
     assert main(["check", str(other)]) == 2
     assert "is not a notebook of this course" in capsys.readouterr().err
+
+
+def test_grade_says_how_it_grades(monkeypatch):
+    """`grade` names its configuration, its sandbox and its limits in one line; without the sandbox, it says so."""
+    from transformer_course.grading import sandbox
+    from transformer_course.grading.batch import setup_line
+
+    limits = {"timeout": 60, "notebook_timeout": 1800, "memory_mb": 4096, "max_output_mb": 10.0}
+    line = setup_line(limits)
+    assert "nbgrader_config.py" in line and "60 s a cell" in line and "4096 MiB" in line
+    assert ("WITHOUT a sandbox" in line) == bool(sandbox.warning())
+    monkeypatch.setenv("COURSE_SANDBOX", "off")
+    assert "kernels WITHOUT a sandbox" in setup_line(limits)

@@ -323,6 +323,24 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines, threads)
 
 
+def setup_line(limits: dict) -> str:
+    """One line that says how this run grades: the configuration, the sandbox, the limits."""
+    from transformer_course.grading import forkserver, judge_box
+
+    if sandbox.warning():
+        where = "kernels WITHOUT a sandbox (see the warning above), the checks judged in the grading process"
+    else:
+        where = ("kernels in the bubblewrap sandbox ("
+                 + ("no network" if sandbox.isolates_network() else "WITH the network: bwrap cannot unshare it here")
+                 + (", forked from a warm template" if forkserver.enabled() else "") + "), "
+                 + ("each notebook's judge in a box of its own" if judge_box.enabled()
+                    else "the checks judged in the grading process"))
+    return (f"grading with: nbgrader's configuration from transformer_course.grading.nbgrader_setup (the same as "
+            f"autograder/nbgrader_config.py); {where}; limits: {limits['timeout']} s a cell (more where the solution "
+            f"needs it), {limits['notebook_timeout']} s a notebook, {limits['memory_mb']} MiB, "
+            f"{limits['max_output_mb']:g} M characters of output")
+
+
 class OutputBusy(RuntimeError):
     """Another grading run holds the output folder."""
 
@@ -351,6 +369,8 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     assignments = {a.name: a for a in convert_sources(repo)}
     if unsandboxed := sandbox.warning():
         print(unsandboxed, file=sys.stderr)
+    if progress:
+        print(setup_line(limits), file=sys.stderr)
     pairs, skipped = discover(submitted, list(assignments.values()))
     for warning in skipped:
         print(f"warning: {submitted.name}/{warning}", file=sys.stderr)
