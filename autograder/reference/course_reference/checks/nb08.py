@@ -839,6 +839,10 @@ def check_generate(ns: dict[str, Any]) -> None:
             what = f"generate(model, prompt {prompt_shape}, max_new_tokens={new}, temperature=0.0)"
             got = as_tensor(fn(model, prompt, new, 0.0), what)
             _assert_cache_use(list(model.calls), prompt_shape[1], new, what)
+            if not torch.equal(got, as_tensor(fn(RecordingModel(), prompt.clone(), new, 0.0), what)):
+                raise AssertionError(f"{what}: two calls gave different tokens, so they are sampled; at temperature=0.0 "
+                                     f"generation is greedy: pass temperature and top_p on to sample_next_token "
+                                     f"({SECTION_GENERATE}).")
             expected = _greedy(prompt, new, model.vocab)
             if got.shape == expected[:, prompt_shape[1]:].shape and torch.equal(got, expected[:, prompt_shape[1]:]):
                 raise AssertionError(f"{what}: only the new tokens are returned; return the prompt followed by them "
