@@ -986,7 +986,7 @@ MISTAKES.update({
             "    logits, past = model(prompt)\n    out = prompt\n    for _ in range(max_new_tokens):\n"
             "        nxt = sample_next_token(logits[:, -1])\n"
             "        out = torch.cat([out, nxt[:, None]], 1)\n        logits, past = model(nxt[:, None], past)\n    return out\n"),
-            "pass temperature and top_p on"),
+            "on to sample_next_token"),
         "first_position": (GENERATE_HEAD + (
             "    logits, past = model(prompt)\n    out = prompt\n    for _ in range(max_new_tokens):\n"
             "        nxt = sample_next_token(logits[:, 0], temperature, top_p)\n"
