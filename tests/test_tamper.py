@@ -385,6 +385,21 @@ def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch
     assert figures, "notebook 01 draws figures; the forked kernel showed none"
 
 
+def test_a_cells_prints_are_one_output_however_they_were_flushed(repo, tmp_path):
+    """Two prints flushed half a second apart (as a busy machine splits a cell's text) are one output of the
+    graded notebook, as on a quiet machine."""
+    nb = nbformat.read(repo.solutions / f"{A01}.ipynb", as_version=4)
+    attacks.add_after(nb, "softmax", "import time\nprint('FIRST', flush=True)\ntime.sleep(0.5)\nprint('SECOND')")
+    (tmp_path / "in" / "p_printer" / A01).mkdir(parents=True)
+    nbformat.write(nb, tmp_path / "in" / "p_printer" / A01 / f"{A01}.ipynb")
+    grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    graded = nbformat.read(tmp_path / "out" / "nbgrader" / "autograded" / "p_printer" / A01 / f"{A01}.ipynb",
+                           as_version=4)
+    cell = next(c for c in graded.cells if c.cell_type == "code" and "print('FIRST'" in c.source)
+    assert [(o.output_type, o.get("name")) for o in cell.outputs] == [("stream", "stdout")], cell.outputs
+    assert cell.outputs[0].text.split() == ["FIRST", "SECOND"]
+
+
 @pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
 def test_a_spell_without_the_sandbox_does_not_turn_forked_kernels_off_for_good(monkeypatch):
     """`make bench` times grading with COURSE_SANDBOX=off first, in the same process: asked then,

@@ -242,6 +242,10 @@ class KeepGradesOnCrash(Execute):
     did not run, and the cells before keep the points they earned.
     """
 
+    # A kernel flushes prints on a timer, so a busy machine splits one cell's text into several outputs: merged,
+    # the graded notebook reads the same however loaded the machine was (and \r progress bars end clean).
+    # nbclient's own trait is not configurable, hence the override.
+    coalesce_streams = Bool(True, help="merge a cell's outputs of one stream into one").tag(config=True)
     max_output_chars = Integer(100_000, help="characters of output kept per cell").tag(config=True)
     max_total_output_chars = Integer(10_000_000, help="characters of output kept for the notebook").tag(config=True)
     max_notebook_s = Integer(1800, help="seconds the whole notebook may run (0 = no limit)").tag(config=True)
@@ -506,9 +510,6 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.Execute.timeout = timeout
     c.Execute.interrupt_on_timeout = True
     c.Execute.extra_arguments = KERNEL_ARGS
-    # A kernel flushes prints on a timer, so a busy machine splits one cell's text into several outputs:
-    # merged, the graded notebook reads the same however loaded the machine was (and \r progress bars end clean).
-    c.Execute.coalesce_streams = True
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
     at = sanitize.index(OverwriteCells)  # which then gives restored cells their hidden tests
     c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
