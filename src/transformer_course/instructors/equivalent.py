@@ -185,11 +185,20 @@ def tokens(code: str, equivalent: bool = True) -> list[str]:
     """The tokens of ``code``'s equivalent form, or (``equivalent=False``) of the code as written; layout
     and comments left out."""
     text = equivalent_form(code) if equivalent else as_written(code)
-    skip = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.COMMENT}
-    try:
-        return [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in skip]
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        return text.split()
+    found = _positioned(text)
+    return [t for t, _, _ in found] if found or not text.strip() else text.split()
+
+
+def own(found: list[str], given: list[str]) -> list[bool]:
+    """For each token of ``found``, whether the stub's tokens ``given`` leave it unaccounted for (difflib's
+    matching blocks, in order): what every student was handed is not theirs."""
+    import difflib
+
+    mine = [True] * len(found)
+    if given:
+        for _, start, size in difflib.SequenceMatcher(None, given, found, autojunk=False).get_matching_blocks():
+            mine[start:start + size] = [False] * size
+    return mine
 
 
 def given(stub: str) -> str:
@@ -238,26 +247,23 @@ def side_by_side(a: str, b: str, stub: str, equivalent: bool = True) -> tuple[st
     for text in texts:
         found = _positioned(text)
         keys = _matchable(found, equivalent)
-        own = [True] * len(found)
-        if kept:
-            for _, start, size in difflib.SequenceMatcher(None, kept, keys, autojunk=False).get_matching_blocks():
-                own[start:start + size] = [False] * size
-        marks.append([(keys[k], s, e, k) for k, (_, s, e) in enumerate(found) if own[k]])
+        mine = own(keys, kept)
+        marks.append([(keys[k], s, e, k) for k, (_, s, e) in enumerate(found) if mine[k]])
     matched: list[set[int]] = [set(), set()]
     matcher = difflib.SequenceMatcher(None, [m[0] for m in marks[0]], [m[0] for m in marks[1]], autojunk=False)
     for i, j, size in matcher.get_matching_blocks():
         matched[0].update(range(i, i + size))
         matched[1].update(range(j, j + size))
     shown = []
-    for text, own, hits in zip(texts, marks, matched, strict=True):
+    for text, ours, hits in zip(texts, marks, matched, strict=True):
         out, at, runs = [], 0, []
         for k in sorted(hits):  # runs of tokens next to each other in the text, one span each
-            if runs and own[runs[-1][1]][3] == own[k][3] - 1:
+            if runs and ours[runs[-1][1]][3] == ours[k][3] - 1:
                 runs[-1][1] = k
             else:
                 runs.append([k, k])
         for first, last in runs:
-            start, end = own[first][1], own[last][2]
+            start, end = ours[first][1], ours[last][2]
             out += [html.escape(text[at:start]), '<span class="hl">', html.escape(text[start:end]), "</span>"]
             at = end
         shown.append("".join(out) + html.escape(text[at:]))

@@ -30,7 +30,6 @@ one page per grouped student and one side-by-side page per pair above the thresh
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import csv
 import html
@@ -45,6 +44,8 @@ from pathlib import Path
 
 import nbformat
 import numpy as np
+
+from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
 
 SOLUTION = "published solution"
 # Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published
@@ -151,22 +152,6 @@ def answer_cells(path: Path) -> dict[str, str]:
     return found
 
 
-def canonical(code: str) -> str:
-    """``code`` as Python's own ``ast.unparse`` lays it out, docstrings dropped: comments, blank lines,
-    line breaks, brackets and quotes as a student left them no longer count (the code as it is, where
-    it does not parse)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return code
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            body[:1] = [ast.Pass()] if len(body) == 1 else []
-    return ast.unparse(tree)
-
-
 def _fingerprint(code: str, boilerplate: np.ndarray | None = None):  # -> copydetect.CodeFingerprint
     from copydetect import CodeFingerprint
 
@@ -233,7 +218,7 @@ def _equivalent(answers: dict[str, str], stub: str, solution: str | None) -> Exe
     typical similarity the median of its pairs."""
     import difflib
 
-    from transformer_course.instructors.equivalent import given, tokens
+    from transformer_course.instructors.equivalent import given, own, tokens
 
     stub = given(stub)
     codes = dict(answers) | ({SOLUTION: solution} if solution is not None else {})
@@ -241,7 +226,8 @@ def _equivalent(answers: dict[str, str], stub: str, solution: str | None) -> Exe
     similarity, typical, weight = {}, {}, 1
     for level, equivalent in zip(LEVELS, (False, True), strict=True):
         kept = tokens(stub, equivalent)
-        forms = {s: _own(tokens(codes[s], equivalent), kept) for s in names}
+        forms = {s: [t for t, m in zip(found, own(found, kept), strict=True) if m]
+                 for s in names for found in [tokens(codes[s], equivalent)]}
         forms = {s: t for s, t in forms.items() if t or s == SOLUTION}  # nothing of their own: not attempted
         table = {(a, b): difflib.SequenceMatcher(None, forms[a], forms[b], autojunk=False).ratio()
                  for a, b in itertools.combinations([s for s in names if s in forms], 2)}
@@ -250,19 +236,6 @@ def _equivalent(answers: dict[str, str], stub: str, solution: str | None) -> Exe
         if equivalent:
             weight = len(forms.get(SOLUTION) or max(forms.values(), key=len, default=[]))
     return Exercise(similarity, typical, float(weight or 1))
-
-
-def _own(found: list[str], given: list[str]) -> list[str]:
-    """The tokens of ``found`` that the stub's tokens ``given`` do not account for (difflib's matching
-    blocks, in order): what every student was handed is not evidence."""
-    import difflib
-
-    if not given:
-        return found
-    keep = [True] * len(found)
-    for _, start, size in difflib.SequenceMatcher(None, given, found, autojunk=False).get_matching_blocks():
-        keep[start:start + size] = [False] * size
-    return [t for t, k in zip(found, keep, strict=True) if k]
 
 
 def students(report: Report) -> list[Evidence]:
