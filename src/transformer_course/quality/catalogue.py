@@ -66,6 +66,9 @@ MISTAKES = {
         "no_scale": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1)\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    return w @ value, w", "WITHOUT the 1/sqrt(d_k) scale"),
         "scale_d_k": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / query.size(-1)\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    return w @ value, w", "1/d_k instead of 1/sqrt(d_k)"),
         "softmax_queries": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-2))\n    return w @ value, w", "query axis"),
+        # Real: F.softmax without `dim` (deprecated) takes axis 0 of 3-D scores and axis 1 of 4-D ones.
+        "softmax_no_dim": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(F.softmax(s))\n    return w @ value, w", "without dim= picks"),
+        "softmax_batch_axis": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = torch.nan_to_num(torch.softmax(s, dim=0))\n    return w @ value, w", "the batch axis"),
         "inverted_mask": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(mask, float('-inf'))\n    w = torch.nan_to_num(s.softmax(-1))\n    return w @ value, w", "mask is inverted"),
         "ignores_mask": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    w = (query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))).softmax(-1)\n    return w @ value, w", "mask is ignored"),
         "nan_rows": ("def scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0):\n    s = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))\n    if mask is not None:\n        s = s.masked_fill(~mask, float('-inf'))\n    w = s.softmax(-1)\n    return w @ value, w", "NaN"),
@@ -912,6 +915,11 @@ MISTAKES.update({
         "arange_positions": (ROPE_OK.replace("positions.to(x.device).double()[:, None]", "torch.arange(x.size(-2), device=x.device).double()[:, None]"), "positions given are ignored"),
         "fixed_base": (ROPE_OK.replace("theta = base **", "theta = 10000.0 **"), "`base` argument is ignored"),
         "llama3_base": (ROPE_OK.replace("theta = base **", "theta = 500000.0 **"), "base 500000"),
+        # A product that should be outer written elementwise, or as an einsum with one index for both.
+        "angles_elementwise": (ROPE_OK.replace("positions.to(x.device).double()[:, None] * theta", "positions.to(x.device).double() * theta"),
+                               "elementwise product"),
+        "einsum_diagonal": (ROPE_OK.replace("positions.to(x.device).double()[:, None] * theta",
+                                            "torch.einsum('i,i->i', positions.to(x.device).double(), theta)"), "takes the diagonal"),
         "table_on_cpu": (ROPE_OK.replace(", device=x.device", "").replace("positions.to(x.device)", "positions"),
                          "is made on the CPU"),
     },
@@ -937,6 +945,15 @@ MISTAKES.update({
             "        k = apply_rotary_embedding(k, torch.arange(P + L), self.rope_base)\n"
             "        n = self.num_heads // self.num_kv_heads\n"), "rotated again"),
         "mask_not_shifted": (GQA_OK.replace(".tril(P)", ".tril()"), "not shifted"),
+        # Query heads grouped as (repeats, kv heads) where the layout is (kv heads, repeats): head i meets
+        # key/value head i % num_kv_heads, as tiling does.
+        "einsum_groups_swapped": (GQA_OK.replace(
+            "        s = q @ repeat_kv(k, n).transpose(-2, -1) / math.sqrt(self.d_head)\n",
+            "        qg = q.view(B, n, self.num_kv_heads, L, self.d_head)\n"
+            "        s = torch.einsum('bngqd,bgkd->bngqk', qg, k) / math.sqrt(self.d_head)\n").replace(
+            "        out = (w @ repeat_kv(v, n)).transpose(1, 2).reshape(B, L, D)\n",
+            "        out = torch.einsum('bngqk,bgkd->bngqd', w, v).reshape(B, self.num_heads, L, self.d_head)\n"
+            "        out = out.transpose(1, 2).reshape(B, L, D)\n"), "whole list"),
         "tiled_heads": (GQA_OK.replace("repeat_kv(k, n)", "k.repeat(1, n, 1, 1)").replace("repeat_kv(v, n)", "v.repeat(1, n, 1, 1)"), "whole list"),
         "scale_d_model": (GQA_OK.replace("/ math.sqrt(self.d_head)", "/ math.sqrt(D)"), "1/sqrt(d_model)"),
     },

@@ -45,6 +45,14 @@ def _mistakes(query, key, value, mask=None) -> dict[str, dict[str, torch.Tensor]
         "softmax runs over the query axis (dim=-2); each query's weights must sum to 1 over "
         "the keys (dim=-1).": _plain(query, key, value, 1 / math.sqrt(d_k), dim=-2, mask=mask),
     }
+    # Leading axes (batch, heads): `F.softmax(scores)` with no `dim` picks one itself (0 for 3-D
+    # scores, 1 for 4-D), with only a deprecation warning.
+    implicit = 0 if query.dim() == 3 else 1
+    for axis in range(query.dim() - 2):
+        role = "batch" if axis == 0 else "heads"
+        why = " (softmax without dim= picks that axis by itself)" if axis == implicit else ""
+        cases[f"softmax runs over axis {axis}, the {role} axis{why}; each query's weights must sum to 1 "
+              "over the keys (dim=-1)."] = _plain(query, key, value, 1 / math.sqrt(d_k), dim=axis, mask=mask)
     if mask is not None:
         cases["the mask is inverted: True must mean 'may attend' (the convention of "
               f"F.scaled_dot_product_attention, not of nn.MultiheadAttention) ({SECTION_MASK})."

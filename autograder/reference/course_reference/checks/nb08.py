@@ -164,12 +164,14 @@ def check_RMSNorm(ns: dict[str, Any]) -> None:  # noqa: N802 (the class's name)
 
 # ------------------------------------------------------------------------------ rotary embeddings
 def _rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, *, halves: bool = False,
-          sign: float = 1.0, exponent: str = "2i") -> torch.Tensor:
-    """Rotary embeddings right and wrong: ``halves`` pairs (i, i + d/2) (the GPT-NeoX layout)."""
+          sign: float = 1.0, exponent: str = "2i", diagonal: bool = False) -> torch.Tensor:
+    """Rotary embeddings right and wrong: ``halves`` pairs (i, i + d/2) (the GPT-NeoX layout);
+    ``diagonal`` multiplies positions and frequencies elementwise (only when ``L == d/2``)."""
     d = x.size(-1)
     i = torch.arange(d // 2, dtype=torch.float64)
     power = {"2i": 2 * i / d, "i": i / d}[exponent]
-    angles = positions.to(torch.float64)[:, None] * base ** (-power) * sign
+    p = positions.to(torch.float64)
+    angles = (p if diagonal else p[:, None]) * base ** (-power) * sign
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     if halves:
         first, second = x[..., : d // 2], x[..., d // 2:]
@@ -195,6 +197,10 @@ def _rope_mistakes(x: torch.Tensor, positions: torch.Tensor, base: float) -> dic
         f"(2i, 2i+1) goes back to its own place ({SECTION_ROPE}).":
             torch.cat([_rope(x, positions, base)[..., 0::2], _rope(x, positions, base)[..., 1::2]], dim=-1),
     }
+    if positions.numel() == x.size(-1) // 2:  # otherwise the elementwise product does not broadcast
+        mistakes[f"position i is multiplied by frequency i only (an elementwise product, or an einsum that takes "
+                 f"the diagonal); every position needs every frequency: angles of shape (L, d/2) ({SECTION_ROPE})."
+                 ] = _rope(x, positions, base, diagonal=True)
     if base != 10000.0:
         mistakes[f"the `base` argument is ignored (10000 is used) ({SECTION_ROPE})."] = _rope(x, positions)
     for other in (500000.0, 1e6, 1e5, 1e3):  # the bases of later models (LLaMA 3: 500000), hard-coded
@@ -212,7 +218,9 @@ ROPE_TOL = {"rtol": 1e-4, "atol": 1e-4}
 def check_apply_rotary_embedding(ns: dict[str, Any]) -> None:
     fn = student_name(ns, "apply_rotary_embedding")
     gen = generator(802)
-    cases = [((2, 3, 5, 8), torch.arange(5), 10000.0, torch.float32),
+    # First, L == d/2: an elementwise product of positions and frequencies runs there and is named.
+    cases = [((2, 2, 4, 8), torch.arange(4), 10000.0, torch.float32),
+             ((2, 3, 5, 8), torch.arange(5), 10000.0, torch.float32),
              ((4, 6), torch.tensor([3, 7, 8, 20]), 10000.0, torch.float64),
              ((1, 2, 3, 16), torch.tensor([100, 101, 102]), 500.0, torch.float32),
              ((2, 1, 7, 4), torch.arange(10, 17), 10000.0, torch.float64)]
@@ -354,8 +362,9 @@ def _gqa_mistakes(layer: ref.GroupedQueryAttention, x: torch.Tensor, past: ref.P
             _gqa(layer, x, past, causal="none")[0],
         f"with a cache the causal mask is not shifted: query i sits at position P + i and sees keys 0 .. P + i "
         f"(an (L, P + L) mask, tril(P)) ({SECTION_LAYER}).": _gqa(layer, x, past, causal="start")[0] if cached else None,
-        f"the key/value heads are repeated as a whole list ([a, b, a, b]); each head is repeated next to itself, "
-        f"as repeat_kv does ({SECTION_GQA}).":
+        f"query head i meets key/value head i % num_kv_heads: heads repeated as a whole list ([a, b, a, b]), or "
+        f"queries grouped as (repeats, kv heads); head i belongs to kv head i // (num_heads / num_kv_heads), as "
+        f"repeat_kv does ({SECTION_GQA}).":
             _gqa(layer, x, past, tiled=True)[0] if 1 < layer.num_kv_heads < layer.num_heads else None,
         f"the scores are not scaled by 1/sqrt(d_head) ({SECTION_LAYER}).": _gqa(layer, x, past, scale=1.0)[0],
         f"the heads are merged without .transpose(1, 2) first: (B, h, L, d_head) -> (B, L, h, d_head), then reshape "
