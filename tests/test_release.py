@@ -162,3 +162,48 @@ def test_the_classroom_workflow_grades_in_the_release(repo, released, tmp_path):
                                         timeout=600, env=env)
     assert results["right"].returncode == 0 and "total 11/11" in results["right"].stdout, results["right"]
     assert results["wrong"].returncode == 1 and "overflows" in results["wrong"].stdout, results["wrong"].stdout
+
+
+def test_the_release_carries_nothing_of_the_instructors_tools(repo, released):
+    """Its environment files pin the students' packages only (each one the instructors' files pin, at
+    the same version), and its data README speaks to students."""
+    from transformer_course.instructors.release import STUDENT_PACKAGES
+
+    pin = re.compile(r"^\s+- ([A-Za-z0-9_.-]+)==(\S+)\s*$", re.M)
+    for name in ("environment.yml", "binder/environment.yml"):
+        theirs = dict((k.lower(), v) for k, v in pin.findall((repo.root / name).read_text()))
+        ours = dict((k.lower(), v) for k, v in pin.findall((released / name).read_text()))
+        assert sorted(ours) == sorted(STUDENT_PACKAGES), name
+        assert all(theirs[k] == v for k, v in ours.items()), name
+        assert {"nbgrader", "pytest", "dask", "ruff", "playwright"} <= set(theirs) - set(ours)
+    assert "download.pytorch.org/whl/cpu" in (released / "binder" / "environment.yml").read_text()
+    data = (released / "data" / "README.md").read_text()
+    assert "07 and 08" in data and "MULTI30K_DIR" in data
+    for word in ("CI", "shared", "tests"):
+        assert not re.search(rf"\b{word}\b", data), word
+
+
+def test_the_release_environment_installs_and_runs_notebook_01(released, repo, tmp_path):
+    """A fresh virtual environment with the release's pins (pip, as conda's pip section does) runs
+    notebook 01 with the published answers through its visible tests, and stops at the stub of the
+    release's own copy."""
+    pins = re.findall(r"^\s+- ([A-Za-z0-9_.-]+==\S+)\s*$", (released / "environment.yml").read_text(), re.M)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                                "--disable-pip-version-check", *pins], capture_output=True, text=True, timeout=1200)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    folder = released / "course" / "01_self_attention"
+    answered = tmp_path / "answered.ipynb"
+    shutil.copyfile(repo.solutions / "01_self_attention.ipynb", answered)
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    runs = {}
+    for label, notebook in (("answered", answered), ("stub", folder / "01_self_attention.ipynb")):
+        runs[label] = subprocess.run(
+            [str(venv / "bin" / "jupyter"), "nbconvert", "--to", "notebook", "--execute", str(notebook),
+             "--output", str(tmp_path / f"{label}-run.ipynb")],
+            cwd=folder, capture_output=True, text=True, timeout=600, env=env)
+    assert runs["answered"].returncode == 0, runs["answered"].stderr[-3000:]
+    ran = json.loads((tmp_path / "answered-run.ipynb").read_text())
+    assert sum(1 for c in ran["cells"] if c["cell_type"] == "code" and c.get("execution_count")) > 5
+    assert runs["stub"].returncode != 0 and "NotImplementedError" in runs["stub"].stderr
