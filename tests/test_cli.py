@@ -107,3 +107,30 @@ def test_grade_says_how_it_grades(monkeypatch):
     assert ("WITHOUT a sandbox" in line) == bool(sandbox.warning())
     monkeypatch.setenv("COURSE_SANDBOX", "off")
     assert "kernels WITHOUT a sandbox" in setup_line(limits)
+
+
+def test_grade_one_assignment_grades_reports_and_counts_that_one_only(repo, tmp_path, capsys):
+    """`--assignment 02` (by number): a class that handed in notebook 02 only gets rows for 02 only,
+    in every table and the report; a student without it is missing 02, and nothing else."""
+    import csv
+
+    submitted = tmp_path / "submitted"
+    for student in ("ana", "bo"):
+        (submitted / student).mkdir(parents=True)
+    (submitted / "ana" / "02_scaled_dot_product").mkdir()
+    shutil.copyfile(repo.solutions / "02_scaled_dot_product.ipynb",
+                    submitted / "ana" / "02_scaled_dot_product" / "02_scaled_dot_product.ipynb")
+    out = tmp_path / "out"
+    assert main(["grade", str(submitted), "--out", str(out), "--assignment", "02", "--workers", "1",
+                 "--timeout", str(GRADING_TIMEOUT)]) == 0
+    grades = list(csv.DictReader((out / "grades.csv").open()))
+    assert [(g["student_id"], g["assignment"], g["score"], g["max_score"], g["status"]) for g in grades] == [
+        ("ana", "02_scaled_dot_product", "8", "8", "graded"), ("bo", "02_scaled_dot_product", "0", "8", "missing")]
+    assert (out / "lms.csv").read_text().splitlines() == [
+        "student_id,02_scaled_dot_product (8),total (8)", "ana,8,8", "bo,0,0"]
+    assert main(["report", str(out)]) == 0
+    page = (out / "report" / "index.html").read_text()
+    assert "02_scaled_dot_product" in page and "01_self_attention" not in page
+    capsys.readouterr()
+    assert main(["grade", str(submitted), "--out", str(out), "--assignment", "2_scaled"]) == 2
+    assert "the course has 01_self_attention, 02_scaled_dot_product" in capsys.readouterr().err

@@ -37,12 +37,17 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from transformer_course.grading.batch import OutputBusy, grade_class
+    from transformer_course.grading.batch import OutputBusy, grade_class, selected
     from transformer_course.grading.grade import score_table
     from transformer_course.instructors.deadlines import load as load_deadlines
 
     out = _user_path(args.out)
     repo = Repo()
+    try:
+        only = selected(repo, args.assignment)
+    except KeyError as exc:
+        print(f"transformer-course grade: error: {exc.args[0]}", file=sys.stderr)
+        return 2
     # Deadlines are read (and a malformed one refused) before any grading starts.
     deadlines = load_deadlines(_user_path(args.deadlines) if args.deadlines else None, args.due,
                                known=[a.name for a in repo.assignments()], policy=args.late_policy,
@@ -53,7 +58,7 @@ def _grade(args: argparse.Namespace) -> int:
         results = grade_class(_user_path(args.submitted), out, repo, timeout=args.timeout,
                               workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
                               memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
-                              max_output_mb=args.max_output, deadlines=deadlines)
+                              max_output_mb=args.max_output, deadlines=deadlines, only=only)
     except KeyboardInterrupt:
         print(f"\ninterrupted: what was graded is kept in {args.out}/results/; run the same command "
               "again to grade the rest", file=sys.stderr)
@@ -61,6 +66,7 @@ def _grade(args: argparse.Namespace) -> int:
     except OutputBusy as exc:
         print(f"transformer-course grade: error: {exc}", file=sys.stderr)
         return 2
+
     print(score_table(results))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     failed = [r for r in results if r.status == GRADER_ERROR]
@@ -149,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="a running Dask scheduler (tcp://host:8786) whose workers share this folder")
     p.add_argument("--regrade", action="store_true", help="grade again what an earlier run already graded")
+    p.add_argument("--assignment", action="append", default=None, metavar="NAME",
+                   help="grade, report and count only this assignment (a name such as 02_scaled_dot_product, or "
+                        "its number, 02); repeat it for several (default: every assignment)")
     p.add_argument("--memory-limit", type=int, default=4096, metavar="MIB",
                    help="memory one notebook's kernel may allocate, MiB (default 4096; 0 = no limit)")
     p.add_argument("--notebook-timeout", type=int, default=1800, metavar="SECONDS",

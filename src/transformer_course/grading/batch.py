@@ -289,7 +289,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
                 workers: int | None = None, scheduler: str | None = None, regrade: bool = False,
                 memory_mb: int = 4096, notebook_timeout: int = 1800,
                 max_output_mb: float = 10.0, deadlines: Deadlines | None = None,
-                threads: int | None = None) -> list[SubmissionResult]:
+                threads: int | None = None, only: list[str] | None = None) -> list[SubmissionResult]:
     """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
 
     Args:
@@ -306,21 +306,44 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
             the records after grading, so a new deadline grades nothing again.
         threads: torch threads of each grading kernel (default: the cores shared among the workers;
             the scores do not depend on it, which tests/test_grading.py checks).
+        only: the assignments to grade, by name or number (``02_scaled_dot_product`` or ``02``);
+            the others are neither graded nor reported, nor counted missing. Default: all.
 
     Returns:
         One result per (student, assignment), sorted by student then assignment.
 
     Raises:
         FileNotFoundError: see :func:`~.grade.discover`.
+        KeyError: ``only`` names an assignment the course does not have.
         OutputBusy: another grading run is writing to ``out``.
     """
     repo = repo or Repo()
+    chosen = selected(repo, only)
     submitted, out = submitted.resolve(), out.resolve()  # workers and nbgrader run elsewhere
     out.mkdir(parents=True, exist_ok=True)
     with output_lock(out):
         limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
                   "max_output_mb": max_output_mb}
-        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines, threads)
+        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines, threads,
+                            chosen)
+
+
+def selected(repo: Repo, only: list[str] | None) -> list[str] | None:
+    """The names of the assignments ``only`` gives by name or by number, in the course's order.
+
+    Raises:
+        KeyError: a name or number the course does not have (the message lists the course's).
+    """
+    if not only:
+        return None
+    names = [a.name for a in repo.assignments()]
+    chosen = set()
+    for wanted in only:
+        found = [n for n in names if wanted in (n, n.split("_", 1)[0])]
+        if not found:
+            raise KeyError(f"--assignment {wanted!r}: the course has {', '.join(names)}")
+        chosen.update(found)
+    return [n for n in names if n in chosen]
 
 
 def setup_line(limits: dict) -> str:
@@ -365,8 +388,8 @@ def output_lock(out: Path) -> Iterator[None]:
 
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
                  scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None,
-                 threads: int | None = None) -> list[SubmissionResult]:
-    assignments = {a.name: a for a in convert_sources(repo)}
+                 threads: int | None = None, only: list[str] | None = None) -> list[SubmissionResult]:
+    assignments = {a.name: a for a in convert_sources(repo) if only is None or a.name in only}
     if unsandboxed := sandbox.warning():
         print(unsandboxed, file=sys.stderr)
     if progress:
