@@ -1095,6 +1095,8 @@ assert torch.isfinite(out).tolist() == [True, True, False], f"[0.5, 0.3, 0.2] wi
 assert torch.equal(out[:2], logits[:2]), "kept tokens keep their logits"
 assert torch.isfinite(top_p_filter(logits, 0.1)).tolist() == [True, False, False], "the most likely token is always kept"
 assert torch.equal(top_p_filter(logits, 1.0), logits), "top_p = 1 keeps every token"
+wide = torch.randn(50_000, generator=torch.Generator().manual_seed(0)) * 2  # a vocabulary of LLM size
+assert torch.equal(top_p_filter(wide, 1.0), wide), "top_p = 1 keeps every token of 50,000 too: return the logits as they are"
 shuffled = torch.tensor([[0.2, 0.5, 0.3]]).log()
 assert torch.isfinite(top_p_filter(shuffled, 0.6)).tolist() == [[False, True, True]], "the nucleus is chosen by probability, not by position"
 try:

@@ -765,6 +765,7 @@ LM_FORWARD = ("        nn.init.normal_(self.embedding.weight, std=0.02)\n\n    d
 LM_OK = LM_INIT + "        self.lm_head.weight = self.embedding.weight\n" + LM_FORWARD
 TOP_P_HEAD = "def top_p_filter(logits, top_p):\n    if not 0 < top_p <= 1:\n        raise ValueError('top_p in (0, 1]')\n"
 TOP_P_OK = TOP_P_HEAD + (
+    "    if top_p == 1:\n        return logits\n"
     "    v, idx = torch.sort(logits, dim=-1, descending=True, stable=True)\n    p = v.softmax(-1)\n"
     "    keep = (p.cumsum(-1) - p) < top_p\n"
     "    return logits.masked_fill(~torch.zeros_like(keep).scatter(-1, idx, keep), float('-inf'))\n")
@@ -876,7 +877,9 @@ CORRECT.update({
             "    v, idx = logits.flip(-1).sort(dim=-1, stable=True)\n    idx = logits.size(-1) - 1 - idx\n"
             "    cum = v.softmax(-1).cumsum(-1)\n    drop = cum <= 1 - top_p\n"
             "    drop[..., -1] = False\n    return logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))\n"),
+        # The older Hugging Face form (top_k_top_p_filtering), with its guard for top_p = 1.
         "shifted_mask": TOP_P_HEAD + (
+            "    if top_p >= 1.0:\n        return logits\n"
             "    v, idx = torch.sort(logits, descending=True, stable=True, dim=-1)\n    cum = torch.softmax(v, -1).cumsum(-1)\n"
             "    drop = cum >= top_p\n    drop[..., 1:] = drop[..., :-1].clone()\n    drop[..., 0] = False\n"
             "    out = logits.clone()\n    out[drop.scatter(-1, idx, drop)] = float('-inf')\n    return out\n"),
@@ -976,6 +979,8 @@ MISTAKES.update({
         "no_final_norm": (LM_OK.replace("self.lm_head(self.norm(x))", "self.lm_head(x)"), "final RMSNorm"),
     },
     "top_p_filter": {
+        # The text's rule without its exception for top_p = 1: a float32 running sum over 50,000 tokens passes 1.
+        "running_sum_at_one": (TOP_P_OK.replace("    if top_p == 1:\n        return logits\n", ""), "top_p = 1 keeps every token"),
         "drops_crossing_token": (TOP_P_OK.replace("keep = (p.cumsum(-1) - p) < top_p", "keep = p.cumsum(-1) < top_p"), "crosses top_p is dropped"),
         # The text ranks ties by index; torch.sort without stable=True reorders ties in long rows (issue 39).
         "unstable_sort": (TOP_P_OK.replace(", stable=True", ""), "stable"),

@@ -117,6 +117,17 @@ def _rms_mistakes(x: torch.Tensor, weight: torch.Tensor, eps: float) -> dict[str
             x * torch.rsqrt(ms + 1e-6) * weight if eps != 1e-6 else None,
         f"x is divided by the mean of |x|; RMSNorm divides by the root of the mean of the SQUARES, "
         f"sqrt(mean(x^2) + eps) ({SECTION_RMS}).": x / (x.abs().mean(-1, keepdim=True) + eps) * weight,
+        f"the root mean square is taken over axis -2 (across the tokens); each vector is normalised over its own "
+        f"features, the last axis ({SECTION_RMS}).": (x * torch.rsqrt(x.pow(2).mean(-2, keepdim=True) + eps) * weight
+                                                      if x.dim() > 2 else None),
+        f"the root mean square is taken over axis -2 (F.normalize(x, dim=-2) * sqrt(d)); normalise each vector over "
+        f"its own features, the last axis ({SECTION_RMS}).": (F.normalize(x, dim=-2) * x.size(-1) ** 0.5 * weight
+                                                              if x.dim() > 2 else None),
+        f"x / ||x|| is multiplied by 1/sqrt(d); the norm ||x|| is sqrt(d) times the root mean square, so "
+        f"multiply by sqrt(d) ({SECTION_RMS}).": F.normalize(x, dim=-1) * x.size(-1) ** -0.5 * weight,
+        f"the gain is applied as (1 + weight), Gemma's convention for a weight stored as an offset from 1; here "
+        f"`weight` is the gain itself, initialised to ones: multiply by weight ({SECTION_RMS}).":
+            x * torch.rsqrt(ms + eps) * (1 + weight),
         f"x is divided by the square root of the mean of |x|; square the entries (x^2), not their absolute values "
         f"({SECTION_RMS}).": x * torch.rsqrt(x.abs().mean(-1, keepdim=True) + eps) * weight,
     }
@@ -213,6 +224,26 @@ def _rope_mistakes(x: torch.Tensor, positions: torch.Tensor, base: float) -> dic
 # Angles computed in float32 (as Meta's, llama2.c's and torchtune's tables are) differ from float64 ones by
 # about 1e-5 at position 100: a correct style, not a mistake.
 ROPE_TOL = {"rtol": 1e-4, "atol": 1e-4}
+# In bfloat16 (8 significant bits) the products and sums themselves round by about 0.4% each, in whatever
+# order they are done; an angle computed in bfloat16 at position 1000 is off by radians.
+ROPE_HALF_TOL = {"rtol": 3e-2, "atol": 3e-2}
+
+
+def _rope_half_precision(x: torch.Tensor, positions: torch.Tensor, base: float) -> dict[str, torch.Tensor]:
+    """Rotary embeddings whose angles (or frequencies) are computed in ``x``'s half-precision dtype:
+    GPT-NeoX's table kept as a converted buffer (gpt-neox#1003), frequencies rounded first (sglang-jax#1472)."""
+    d = x.size(-1)
+    inv_freq = (base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)).to(x.dtype)
+    in_dtype = positions.to(x.dtype)[:, None] * inv_freq
+    rounded = positions.double()[:, None] * inv_freq.double()
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = {}
+    for label, angles in (("the angles are computed", in_dtype), ("the frequencies are rounded", rounded)):
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        out[label] = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+    return {f"{label} in {str(x.dtype).replace('torch.', '')}, x's own dtype: with 8 significant bits the angle "
+            f"at position {int(positions.max())} is off by whole radians. Compute the frequencies and angles in "
+            f"float32 or float64 and cast only cos and sin ({SECTION_ROPE}).": value for label, value in out.items()}
 
 
 def check_apply_rotary_embedding(ns: dict[str, Any]) -> None:
@@ -238,6 +269,13 @@ def check_apply_rotary_embedding(ns: dict[str, Any]) -> None:
         assert within(by_matrix, expected, tolerance(dtype)).all(), "reference and rotation matrices disagree"
         assert_matches(got, expected, what, _rope_mistakes(x, positions, base), tol=ROPE_TOL,
                        hint=f"Expected pair (x[2i], x[2i+1]) rotated by the angle p * base^(-2i/d) ({SECTION_ROPE}).")
+    # Half precision at long positions, where a model in bfloat16 meets them.
+    x, positions = randn(2, 2, 4, 16, gen=gen, dtype=torch.bfloat16), torch.arange(1000, 1004)
+    what = f"apply_rotary_embedding(x (2, 2, 4, 16) bfloat16, positions {positions.tolist()})"
+    assert_matches(fn(x, positions), ref.apply_rotary_embedding(x, positions), what,
+                   {**_rope_half_precision(x, positions, 10000.0), **_rope_mistakes(x, positions, 10000.0)},
+                   tol=ROPE_HALF_TOL, hint=f"Expected the rotation by p * base^(-2i/d), the angles computed in "
+                                           f"float32 or float64, the result in x's dtype ({SECTION_ROPE}).")
     # The relative-position property: <R(m) q, R(n) k> depends on m - n only.
     q, k = randn(1, 32, gen=gen), randn(1, 32, gen=gen)
     scores = [(as_tensor(fn(q, torch.tensor([m])), "apply_rotary_embedding(q)")
@@ -298,6 +336,9 @@ def check_repeat_kv(ns: dict[str, Any]) -> None:
             f"itself ([a, a, b, b]) ({SECTION_GQA}).": x.repeat(1, n_rep, 1, 1) if h > 1 and n_rep > 1 else None,
             f"the repeats are along the length axis; repeat the heads (axis 1) ({SECTION_GQA}).":
                 x.repeat_interleave(n_rep, dim=2).reshape(b, h * n_rep, length, d) if n_rep > 1 else None,
+            f"head j of the output is x[:, j // h_kv] (divided by the number of key/value heads); it is x[:, j // n_rep], "
+            f"each key/value head serving n_rep query heads in a row ({SECTION_GQA}).":
+                x.index_select(1, torch.arange(h * n_rep) // h) if h > n_rep > 1 else None,
         }, hint=f"Expected head j of the output to be x[:, j // n_rep] ({SECTION_GQA}).")
 
 
@@ -333,13 +374,20 @@ def _gqa(layer: ref.GroupedQueryAttention, x: torch.Tensor, past: ref.PastKV | N
         k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
     else:
         k, v = ref.repeat_kv(k, n_rep), ref.repeat_kv(v, n_rep)
+    if causal == "past_only":  # the new queries read the cached keys only, not their own (cs249r_book#1953)
+        k, v, causal = k[..., :start, :], v[..., :start, :], "none"
     mask = {"offset": ref.causal_mask(length, start + length),
+            "inverted": ~ref.causal_mask(length, start + length),
             "none": None,
             "start": torch.ones(length, start + length, dtype=torch.bool).tril()}[causal]
-    scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(layer.d_head))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    out = scores.softmax(-1) @ v
+    if causal == "inverted":  # torch.triu(..., 1) handed to F.scaled_dot_product_attention (LLMs-from-scratch#1061)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             scale=scale if scale is not None else 1 / math.sqrt(layer.d_head))
+    else:
+        scores = q @ k.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(layer.d_head))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        out = scores.softmax(-1) @ v
     out = out.reshape(b, length, d) if no_transpose else out.transpose(1, 2).reshape(b, length, d)
     return layer.w_o(out), cache
 
@@ -367,6 +415,11 @@ def _gqa_mistakes(layer: ref.GroupedQueryAttention, x: torch.Tensor, past: ref.P
         f"repeat_kv does ({SECTION_GQA}).":
             _gqa(layer, x, past, tiled=True)[0] if 1 < layer.num_kv_heads < layer.num_heads else None,
         f"the scores are not scaled by 1/sqrt(d_head) ({SECTION_LAYER}).": _gqa(layer, x, past, scale=1.0)[0],
+        f"the mask is inverted: query i sees only the keys AFTER it. A boolean mask means 'may attend' where True "
+        f"(F.scaled_dot_product_attention); torch.triu(..., 1) marks the keys to HIDE ({SECTION_LAYER}).":
+            _gqa(layer, x, past, causal="inverted")[0],
+        f"with a cache the new queries attend to the cached keys only; they also see their own keys, up to their "
+        f"position ({SECTION_LAYER}).": _gqa(layer, x, past, causal="past_only")[0] if cached else None,
         f"the heads are merged without .transpose(1, 2) first: (B, h, L, d_head) -> (B, L, h, d_head), then reshape "
         f"({SECTION_LAYER}).": _gqa(layer, x, past, no_transpose=True)[0] if layer.num_heads > 1 and x.size(1) > 1 else None,
         f"the scores are scaled by 1/sqrt(d_model); use d_head, the size of one head ({SECTION_LAYER}).":
@@ -474,6 +527,10 @@ def check_online_softmax_attention(ns: dict[str, Any]) -> None:
             f"keys 0 .. L_k - L_q + i ({SECTION_TILES}).": wrong(align_end=False) if causal and lq < lk else None,
             f"causal=True is ignored ({SECTION_TILES}).": ref.attention(q.double(), k.double(), v.double()).float()
             if causal else None,
+            f"the keys are padded with zeros to whole tiles and the padding takes part in the softmax (a score of 0 "
+            f"each): mask the padded keys, or cut the last tile short ({SECTION_TILES}).": ref.attention(
+                q.double(), F.pad(k.double(), (0, 0, 0, -lk % tile)), F.pad(v.double(), (0, 0, 0, -lk % tile))).float()
+            if lk % tile and not causal else None,
             f"the last tile is skipped when tile_size does not divide L_k; it holds the remaining keys "
             f"({SECTION_TILES}).": _tiles(q, k[..., :lk - lk % tile, :], v[..., :lk - lk % tile, :], tile, causal).float()
             if lk % tile and lk > tile and not causal else None,
@@ -509,6 +566,13 @@ def _block(block: ref.DecoderBlock, x: torch.Tensor, past: ref.PastKV | None, ki
     if kind == "residual_inside":
         x = block.attn(block.attn_norm(x) + x, past)[0]
         return block.ffn(block.ffn_norm(x) + x)
+    if kind == "doubled":  # x = attn(...); x = x + x (BitNet#32): the block's input never reaches the stream
+        h = attn(block.attn_norm(x))
+        h = h + h
+        return h + block.ffn(block.ffn_norm(h))
+    if kind == "second_normalised":  # the feed-forward's residual starts from ffn_norm(x) (MONAI#9011)
+        x = block.ffn_norm(x + attn(block.attn_norm(x)))
+        return x + block.ffn(x)
     if kind == "ffn_unnormalised":
         x = x + attn(block.attn_norm(x))
         return x + block.ffn(x)
@@ -546,6 +610,12 @@ def check_DecoderBlock(ns: dict[str, Any]) -> None:  # noqa: N802 (the class's n
                 f"x + sublayer(norm(x)) ({SECTION_BLOCK}).": _block(reference, x, past, "residual_inside"),
                 f"the feed-forward's input is not normalised (ffn_norm) ({SECTION_BLOCK}).":
                     _block(reference, x, past, "ffn_unnormalised"),
+                f"the attention's output is added to itself (x = attn(...); x = x + x), so the block's input never "
+                f"reaches the residual stream: add the output to the input x ({SECTION_BLOCK}).":
+                    _block(reference, x, past, "doubled"),
+                f"the second residual starts from ffn_norm(x): the normalised x replaces the residual stream before "
+                f"the feed-forward; add its output to the un-normalised x ({SECTION_BLOCK}).":
+                    _block(reference, x, past, "second_normalised"),
             }
         assert_matches(got, expected, what, mistakes,
                        hint=f"Expected x + attn(attn_norm(x)), then + ffn(ffn_norm(...)) ({SECTION_BLOCK}).")
@@ -560,7 +630,7 @@ def _lm(model: ref.DecoderLM, tokens: torch.Tensor, past: list | None, kind: str
     if kind == "scaled":
         x = x * math.sqrt(x.size(-1))
     for i, layer in enumerate(model.layers):
-        x, _ = layer(x, None if past is None else past[i])
+        x, _ = layer(x, None if past is None else past[0 if kind == "first_cache" else i])
     return model.lm_head(x if kind == "no_norm" else model.norm(x))
 
 
@@ -629,6 +699,9 @@ def check_DecoderLM(ns: dict[str, Any]) -> None:  # noqa: N802 (the class's name
                 f"are ({SECTION_LM}).": _lm(reference, tokens, past, "scaled"),
                 f"the final RMSNorm (`self.norm`) is not applied before lm_head; pre-LN blocks leave the residual "
                 f"stream un-normalised ({SECTION_LM}).": _lm(reference, tokens, past, "no_norm"),
+                f"every layer is given past_kvs[0], the first layer's cache; layer i reads its own, past_kvs[i] "
+                f"({SECTION_LM}).": _lm(reference, tokens, past, "first_cache") if past is not None and layers > 1
+                else None,
             }
         assert_matches(got, expected, what, mistakes,
                        hint=f"Expected lm_head(norm(blocks(embedding(tokens)))) ({SECTION_LM}).")
@@ -667,7 +740,16 @@ def _top_p_mistakes(logits: torch.Tensor, p: float) -> dict[str, torch.Tensor | 
     ascending_logits, ascending = logits.sort(dim=-1, stable=True)
     ascending_probs = ascending_logits.softmax(-1)
     keep_asc = ascending_probs.cumsum(-1) - ascending_probs < p
+    by_rows = None
+    if logits.dim() == 2 and p < 1:  # Hugging Face's shift by one, written [1:] on a 2-D tensor (fish-speech#1326)
+        remove = cum >= p
+        shifted = remove.clone()
+        shifted[1:] = remove[:-1]
+        shifted[0] = False
+        by_rows = back(~shifted)
     return {
+        f"the shift by one is along the rows ([1:] and [0] index rows of a 2-D tensor): shift along the last axis, "
+        f"[..., 1:] and [..., 0] ({SECTION_SAMPLE}).": by_rows,
         f"one token too many is kept: a token whose preceding mass EQUALS top_p is outside the nucleus (keep "
         f"while it is BELOW top_p) ({SECTION_SAMPLE}).": back(cum - probs <= p) if p < 1 else None,
         f"the sorted decision is mapped back with gather; use scatter, which writes each decision to the index it "
@@ -692,14 +774,36 @@ def _top_p_mistakes(logits: torch.Tensor, p: float) -> dict[str, torch.Tensor | 
     }
 
 
+def _filtered(fn: Any, logits: torch.Tensor, p: float, what: str) -> torch.Tensor:
+    """``fn(logits, p)`` on a copy, which must come back unchanged (a sampler's caller keeps its logits)."""
+    given = logits.clone()
+    got = as_tensor(fn(given, p), what)
+    if not torch.equal(given, logits):
+        raise AssertionError(f"{what}: the logits passed in were changed in place (logits[...] = -inf, "
+                             f"masked_fill_); leave them as they are and return a new tensor (masked_fill) "
+                             f"({SECTION_SAMPLE}).")
+    return got
+
+
+def _keeps_all(got: torch.Tensor, logits: torch.Tensor, what: str) -> None:
+    dropped = int((got.isinf() & ~logits.isinf()).sum()) if got.shape == logits.shape else 0
+    if dropped:
+        raise AssertionError(f"{what}: top_p = 1 keeps every token, but {dropped:,} of {logits.numel():,} got -inf "
+                             f"(in floating point a running sum can reach 1 before the last token, or round past "
+                             f"it): at top_p = 1 return the logits as they are ({SECTION_SAMPLE}).")
+
+
 def check_top_p_filter(ns: dict[str, Any]) -> None:
     fn = student_name(ns, "top_p_filter")
     for p in (0.3, 0.6, 0.9, 0.97, 1.0):
         for dtype in (torch.float32, torch.float64):
             logits = TABLE.to(dtype)
-            assert_matches(fn(logits, p), ref.top_p_filter(logits, p),
-                           f"top_p_filter(the (4, 6) logit table, top_p={p}) in {str(dtype).replace('torch.', '')}",
-                           _top_p_mistakes(logits, p),
+            what = f"top_p_filter(the (4, 6) logit table, top_p={p}) in {str(dtype).replace('torch.', '')}"
+            got = _filtered(fn, logits, p, what)
+            if p == 1:
+                _keeps_all(got, logits, what)
+            assert_matches(got, ref.top_p_filter(logits, p),
+                           what, _top_p_mistakes(logits, p),
                            hint=f"Expected the logits of the fewest most likely tokens whose probabilities reach "
                                 f"top_p, and -inf elsewhere ({SECTION_SAMPLE}).")
     # An exact edge (probabilities 1/2, 1/4, 1/8, 1/8 are exact in float32): top_p = 0.5 is reached by the first
@@ -721,6 +825,18 @@ def check_top_p_filter(ns: dict[str, Any]) -> None:
                                  f"that the earlier of two equal tokens is kept first ({SECTION_SAMPLE}).")
         assert_matches(got, want, what, hint=f"Expected the fewest most likely tokens that reach top_p, ties ranked "
                                              f"by index ({SECTION_SAMPLE}).")
+    # A vocabulary of LLM size: top_p = 1 keeps all of it, a tiny top_p the most likely token only.
+    wide = torch.randn(2, 50_000, generator=torch.Generator().manual_seed(81)) * 2
+    what = "top_p_filter(logits (2, 50000) float32, top_p=1.0)"
+    _keeps_all(_filtered(fn, wide, 1.0, what), wide, what)
+    what = "top_p_filter(the (4, 6) logit table, top_p=1e-08)"
+    tiny = _filtered(fn, TABLE, 1e-8, what)
+    if tiny.shape == TABLE.shape and tiny.isinf().all(-1).any():
+        raise AssertionError(f"{what}: a row with every token at -inf: the most likely token is always in the "
+                             f"nucleus, however small top_p is (keep a token while the mass ranked ABOVE it is below "
+                             f"top_p) ({SECTION_SAMPLE}).")
+    assert_matches(tiny, ref.top_p_filter(TABLE, 1e-8), what,
+                   hint=f"Expected the most likely token of each row alone ({SECTION_SAMPLE}).")
     batched = TABLE.reshape(2, 2, 6)
     assert_matches(fn(batched, 0.7), ref.top_p_filter(batched, 0.7), "top_p_filter(logits (2, 2, 6), top_p=0.7)",
                    hint=f"Filter each row over its last axis ({SECTION_SAMPLE}).")
@@ -747,10 +863,10 @@ def _frequencies(draws: Any, vocab: int, what: str) -> torch.Tensor:
     return torch.bincount(draws, minlength=vocab).double() / DRAWS
 
 
-def _matches(freq: torch.Tensor, probs: torch.Tensor) -> bool:
+def _matches(freq: torch.Tensor, probs: torch.Tensor, draws: int = DRAWS) -> bool:
     """Within 5 standard deviations of the expected frequency (and exactly 0 where it is 0)."""
     probs = probs.double()
-    bound = 5 * (probs * (1 - probs) / DRAWS).sqrt() + 1e-3
+    bound = 5 * (probs * (1 - probs) / draws).sqrt() + 1e-3
     return bool(((freq - probs).abs() <= bound).all() and (freq[probs == 0] == 0).all())
 
 
@@ -783,7 +899,31 @@ def check_sample_next_token(ns: dict[str, Any]) -> None:
                 f"{what}: " + (f"{named} ({SECTION_SAMPLE})." if named else
                                f"the frequencies of {DRAWS:,} draws ({shown}) are not those of "
                                f"softmax(top_p_filter(logits / temperature, top_p)) ({SECTION_SAMPLE})."))
-        greedy = fn(TABLE.clone(), 0.0)
+        # Two different rows in one batch: each row's draws come from its own nucleus (a sort order taken
+        # from one row and used for all, as in mlx-vlm#1094, passes when every row is the same).
+        half = DRAWS // 2
+        rows = torch.stack([TABLE[0], TABLE[3].flip(-1)])
+        torch.manual_seed(7)
+        what = "sample_next_token(logits (40000, 6), two different rows, temperature=1.0, top_p=0.5)"
+        draws = fn(rows.repeat_interleave(half, dim=0), 1.0, 0.5)
+        _frequencies(draws, vocab, what)  # the shape, dtype and range of the result
+        draws = as_tensor(draws, what)
+        for i in range(2):
+            mine = torch.bincount(draws[i * half:(i + 1) * half], minlength=vocab).double() / half
+            outside = mine[_distribution(rows[i], 1.0, 0.5) == 0].sum().item()
+            if outside > 0:
+                raise AssertionError(f"{what}: {outside:.1%} of row {i}'s draws are outside its own nucleus: sort, "
+                                     f"filter and draw each row on its own (along the last axis) ({SECTION_SAMPLE}).")
+            if not _matches(mine, _distribution(rows[i], 1.0, 0.5), half):
+                raise AssertionError(f"{what}: row {i}'s draws do not follow softmax(top_p_filter(its logits, 0.5)); "
+                                     f"each row is sampled from its own distribution ({SECTION_SAMPLE}).")
+        try:
+            greedy = fn(TABLE.clone(), 0.0)
+        except AssertionError as error:  # the student's exception, as the guard words it
+            if " raised " not in str(error):
+                raise
+            raise AssertionError(f"temperature 0 means greedy: return the argmax before dividing by the temperature "
+                                 f"(logits / 0 is inf, and softmax of inf is NaN) ({SECTION_SAMPLE}). {error}") from None
         assert_matches(as_tensor(greedy, "sample_next_token(..., temperature=0)"), TABLE.argmax(-1),
                        "sample_next_token(the (4, 6) table, temperature=0)",
                        hint=f"Temperature 0 returns the most likely token of each row ({SECTION_SAMPLE}).")
