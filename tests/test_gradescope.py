@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,13 @@ def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):
 
     none = _run(bundle, tmp_path / "none", {})
     assert none["score"] == 0 and "No notebook" in none["output"]
+    # Each results.json is in Gradescope's documented format, and its score is the sum of its tests'.
+    import jsonschema
+
+    schema = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())
+    for results in (correct, wrong, broken, none):
+        jsonschema.validate(results, schema)
+        assert results["score"] == sum(t["score"] for t in results["tests"])
+        assert all(t["score"] <= t["max_score"] for t in results["tests"])
+    with pytest.raises(jsonschema.ValidationError):  # the schema can fail: a misspelt key
+        jsonschema.validate({**correct, "stdout_visiblity": "hidden"}, schema)

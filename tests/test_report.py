@@ -62,3 +62,22 @@ def test_report_lists_who_was_not_graded_and_why_and_its_figures_exist(report):
 def test_report_command_refuses_an_ungraded_folder(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "results.json" in capsys.readouterr().err
+
+
+def test_report_shows_final_scores_with_the_raw_one_beside_a_late_penalty(report):
+    """The figure plots the final score (after the late penalty), the table shows it with the raw score
+    beside it, for the sample class's late student; an on-time notebook shows one number."""
+    from transformer_course.instructors.report import _load, score_points
+
+    index, results = report
+    late = [(s, a, r) for (s, a), r in results.items() if r.late_penalty]
+    assert late, "the sample class has a late notebook"
+    page = index.read_text()
+    table = page.split("<h2>Scores", 1)[1].split("<h2>", 1)[0]
+    for student, assignment, r in late:  # the row of that student holds both
+        row = next(line for line in table.split("<tr>") if line.startswith(f"<td>{student}</td>"))
+        assert f"{r.final_score:g} / {r.max_score:g} (raw {r.score:g})" in row
+        plotted = [(f, raw) for a, f, raw, _ in score_points(_load(index.parent.parent)) if a == assignment]
+        assert (pytest.approx(100 * r.final_score / r.max_score), pytest.approx(100 * r.score / r.max_score)) in plotted
+    on_time = next(r for r in results.values() if r.status == "graded" and not r.late_penalty and r.score)
+    assert f"<td>{on_time.final_score:g} / {on_time.max_score:g}</td>" in table

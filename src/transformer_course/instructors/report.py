@@ -2,7 +2,8 @@
 instructor who would rather look than read CSVs.
 
 Built from ``OUT/results.json`` (no re-grading), into ``OUT/report/``: ``index.html`` and
-its figures as PNG. Per assignment, the distribution of scores; per exercise, the share of
+its figures as PNG. Per assignment, the distribution of final scores (after late penalties, the raw
+score beside it where they differ) and a table of them; per exercise, the share of
 students at full marks and the mean; the named mistakes ranked by how many students made
 them, with their ids; who is missing, crashed or could not be graded, and why; and the
 exercises where students lost points without a named mistake (where the notebook's text or
@@ -52,6 +53,22 @@ def _load(out: Path) -> list[dict]:
     return json.loads(path.read_text())
 
 
+def scores(result: dict) -> tuple[float, float, float]:
+    """A notebook's (final score, raw score, maximum): final = raw less the late penalty, never below 0."""
+    raw = sum(e["score"] for e in result["exercises"])
+    return max(0.0, raw - result.get("late_penalty", 0.0)), raw, sum(e["max_score"] for e in result["exercises"])
+
+
+def score_points(results: list[dict]) -> list[tuple[str, float, float, str]]:
+    """What the scores figure plots, per notebook: (assignment, final %, raw %, status)."""
+    points = []
+    for r in results:
+        if r["exercises"]:
+            final, raw, top = scores(r)
+            points.append((r["assignment"], 100 * final / max(top, 1e-9), 100 * raw / max(top, 1e-9), r["status"]))
+    return points
+
+
 def _figures(results: list[dict], folder: Path) -> list[tuple[str, str]]:
     import matplotlib
 
@@ -62,23 +79,29 @@ def _figures(results: list[dict], folder: Path) -> list[tuple[str, str]]:
     sns.set_theme(style="whitegrid", palette="colorblind")
     assignments = sorted({r["assignment"] for r in results})
     figures = []
-    # 1. Scores per assignment, as a percentage of the maximum: one dot per student.
-    rows = [(r["assignment"], 100 * sum(e["score"] for e in r["exercises"])
-             / max(sum(e["max_score"] for e in r["exercises"]), 1e-9), r["status"])
-            for r in results if r["exercises"]]
+    # 1. Final scores per assignment (after late penalties), as a percentage of the maximum: one dot per student;
+    # where a penalty took points off, the raw score is a hollow circle above the dot.
+    points = score_points(results)
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(assignments)), 4))
-    data = {"assignment": [a for a, _, _ in rows], "score (% of maximum)": [s for _, s, _ in rows],
-            "status": [t for _, _, t in rows]}
-    sns.boxplot(data=data, x="assignment", y="score (% of maximum)", order=assignments, color="0.9", ax=ax,
-                showfliers=False)
-    sns.stripplot(data=data, x="assignment", y="score (% of maximum)", hue="status", order=assignments, ax=ax,
-                  size=6, jitter=0.2)
-    ax.set(ylim=(-5, 105), title="Scores per assignment (one dot per student)")
+    label = "final score (% of maximum)"
+    data = {"assignment": [a for a, *_ in points], label: [f for _, f, _, _ in points],
+            "status": [t for *_, t in points]}
+    sns.boxplot(data=data, x="assignment", y=label, order=assignments, color="0.9", ax=ax, showfliers=False)
+    sns.stripplot(data=data, x="assignment", y=label, hue="status", order=assignments, ax=ax, size=6, jitter=0.2)
+    penalised = [(assignments.index(a), f, r) for a, f, r, _ in points if r > f]
+    if penalised:
+        ax.scatter([x for x, _, _ in penalised], [r for _, _, r in penalised], s=60, facecolors="none",
+                   edgecolors="0.35", label="before the late penalty", zorder=3)
+        ax.vlines([x for x, _, _ in penalised], [f for _, f, _ in penalised], [r for _, _, r in penalised],
+                  colors="0.6", linestyles=":", zorder=2)
+        ax.legend(fontsize=8)
+    ax.set(ylim=(-5, 105), title="Final scores per assignment (one dot per student)")
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     fig.savefig(folder / "scores.png", dpi=110)
     plt.close(fig)
-    figures.append(("scores.png", "Scores per assignment, one dot per student (missing notebooks score 0)"))
+    figures.append(("scores.png", "Final scores per assignment, after late penalties, one dot per student (missing "
+                                  "notebooks score 0; a hollow circle is the score before a late penalty)"))
     # 2. Per exercise: the share of graded students at full marks.
     full: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for r in results:
@@ -168,12 +191,26 @@ def build_report(out: Path) -> Path:
     late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r.get("due") or ""),
                   html.escape(r["submitted_at"]), f"{r['late_by']:g}", f"{r['late_penalty']:g}",
                   html.escape(r.get("late_note") or "")] for r in results if r.get("late_by")]
+    students = sorted({r["student_id"] for r in results})
+    assignments = sorted({r["assignment"] for r in results})
+    by_key = {(r["student_id"], r["assignment"]): r for r in results}
+    score_rows = []
+    for student in students:
+        cells, total, total_max = [], 0.0, 0.0
+        for a in assignments:
+            r = by_key.get((student, a))
+            if r is None or not r["exercises"]:
+                cells.append("")
+                continue
+            final, raw, top = scores(r)
+            total, total_max = total + final, total_max + top
+            cells.append(f"{final:g} / {top:g}" + (f" (raw {raw:g})" if raw != final else ""))
+        score_rows.append([html.escape(student), *cells, f"{total:g} / {total_max:g}"])
     timed = any(r.get("submitted_at") for r in results)
     late_html = (_table(["student", "assignment", "due (UTC)", "handed in (UTC)", "late by (h)", "points off", "note"],
                         late_rows)
                  if late_rows else f"<p>{'Everyone handed in on time.' if timed else 'No deadline was given.'}</p>")
     similar = _similarity_section(out)
-    students = sorted({r["student_id"] for r in results})
     images = "".join(f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}'
                      f"</figcaption></figure>" for name, caption in figures)
     page = f"""<!DOCTYPE html>
@@ -185,10 +222,15 @@ vertical-align:top}}th{{background:#f3f3f3}}img{{max-width:100%}}figure{{margin:
 <p>{len(students)} students, {len({r["assignment"] for r in results})} assignments, {len(results)} notebooks;
 built from <code>results.json</code>.</p>
 {images}
+<h2>Scores</h2>
+<p>Final scores, after late penalties (as in <code>lms.csv</code>); the raw score follows where a penalty took
+points off.</p>
+{_table(["student", *assignments, "total"], score_rows)}
 <h2>Named mistakes, most frequent first</h2>
 {_table(["exercise", "mistake", "students", "who"], mistake_rows) if mistake_rows else "<p>None.</p>"}
 <h2>Exercises</h2>
-{_table(["assignment", "exercise", "at full marks", "mean score", "lost points, no mistake named"], exercise_rows)}
+{_table(["assignment", "exercise", "at full marks", "mean score (before late penalties)",
+         "lost points, no mistake named"], exercise_rows)}
 <h2>Lost points without a named mistake</h2>
 <p>Where the feedback could only say that values differ: the notebook's text or a check may need work.</p>
 {_table(["assignment", "exercise", "students", "who"], unnamed_rows) if unnamed_rows else "<p>None.</p>"}
