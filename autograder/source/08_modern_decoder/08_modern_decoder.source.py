@@ -1613,7 +1613,7 @@ if not GRADING:
 # read your own table the same way.
 #
 # In that run the modern choices did not buy a lower perplexity by themselves: the two models
-# ended close (23.0 for 2017, 23.7 modern), the modern one with about a quarter fewer parameters,
+# ended level (22.5 each), the modern one with about a quarter fewer parameters,
 # mostly because its output layer *is* its embedding and partly because its key and value
 # projections are narrower. It kept more activations for the backward pass (SwiGLU's third
 # projection, the rotated copies of queries and keys) and trained a little slower per token. What
