@@ -673,7 +673,7 @@ _checks.check_GroupedQueryAttention(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# A `range` with step `tile_size` gives the start of each tile; slicing the length axis of `key` and `value` from a start gives a tile (a slice that runs past the end just gives a shorter last tile). `torch.maximum` takes the element-wise maximum of two tensors; keep `m` and `l` with a trailing axis of size 1 (`keepdim`) so that they broadcast. For the causal case, compare the key indices of the tile (a row of `torch.arange`) with `L_k - L_q` plus the query indices (a column), and fill the hidden scores with `-inf` (`masked_fill`).
+# A `range` with step `tile_size` gives the start of each tile; slicing the length axis of `key` and `value` from a start gives a tile (a slice that runs past the end just gives a shorter last tile). `torch.maximum` takes the element-wise maximum of two tensors; keep `m` and `l` with a trailing axis of size 1 (`keepdim`) so that they broadcast. For the causal case, compare the key indices of the tile (a row of `torch.arange`) with `L_k - L_q` plus the query indices (a column), and fill the hidden scores with `-inf` (`masked_fill`). Make every new tensor on `query`'s device: `query.new_full` and `query.new_zeros` take its device and dtype, and `torch.arange` takes `device=` (on a GPU, a tensor made on the CPU cannot meet the scores).
 #
 # </details>
 #

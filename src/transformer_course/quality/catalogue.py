@@ -725,24 +725,24 @@ GQA_OK = GQA_INIT + (
     "        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n"
     "        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n"
     "        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n"
-    "        pos = torch.arange(P, P + L)\n"
+    "        pos = torch.arange(P, P + L, device=x.device)\n"
     "        q, k = apply_rotary_embedding(q, pos, self.rope_base), apply_rotary_embedding(k, pos, self.rope_base)\n"
     "        if past_kv is not None:\n            k = torch.cat([past_kv[0], k], dim=2)\n            v = torch.cat([past_kv[1], v], dim=2)\n"
     "        n = self.num_heads // self.num_kv_heads\n"
     "        s = q @ repeat_kv(k, n).transpose(-2, -1) / math.sqrt(self.d_head)\n"
-    "        mask = torch.ones(L, P + L, dtype=torch.bool).tril(P)\n"
+    "        mask = torch.ones(L, P + L, dtype=torch.bool, device=x.device).tril(P)\n"
     "        w = s.masked_fill(~mask, float('-inf')).softmax(-1)\n"
     "        out = (w @ repeat_kv(v, n)).transpose(1, 2).reshape(B, L, D)\n"
     "        return self.w_o(out), (k, v)\n")
 TILES_HEAD = "def online_softmax_attention(query, key, value, tile_size=64, causal=False):\n    if tile_size < 1:\n        raise ValueError('tile_size >= 1')\n"
 TILES_OK = TILES_HEAD + (
     "    Lq, Lk = query.shape[-2], key.shape[-2]\n    scale = query.shape[-1] ** -0.5\n"
-    "    m = torch.full(query.shape[:-1] + (1,), float('-inf'), dtype=query.dtype)\n"
-    "    l = torch.zeros_like(m)\n    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype)\n"
-    "    qpos = torch.arange(Lq)[:, None] + Lk - Lq\n"
+    "    m = torch.full(query.shape[:-1] + (1,), float('-inf'), dtype=query.dtype, device=query.device)\n"
+    "    l = torch.zeros_like(m)\n    acc = torch.zeros(query.shape[:-1] + (value.shape[-1],), dtype=query.dtype, device=query.device)\n"
+    "    qpos = torch.arange(Lq, device=query.device)[:, None] + Lk - Lq\n"
     "    for s in range(0, Lk, tile_size):\n        kt, vt = key[..., s:s + tile_size, :], value[..., s:s + tile_size, :]\n"
     "        sc = query @ kt.transpose(-1, -2) * scale\n"
-    "        if causal:\n            sc = sc.masked_fill(torch.arange(s, s + kt.shape[-2])[None, :] > qpos, float('-inf'))\n"
+    "        if causal:\n            sc = sc.masked_fill(torch.arange(s, s + kt.shape[-2], device=key.device)[None, :] > qpos, float('-inf'))\n"
     "        m_new = torch.maximum(m, sc.amax(-1, keepdim=True))\n"
     "        m_safe = torch.where(m_new == float('-inf'), torch.zeros_like(m_new), m_new)\n"
     "        c = torch.exp(m - m_safe)\n        p = torch.exp(sc - m_safe)\n"
@@ -832,23 +832,23 @@ CORRECT.update({
         "query_and_key_blocks": TILES_HEAD + (
             "    Lq, Lk = query.shape[-2], key.shape[-2]\n    outs = []\n"
             "    for qs in range(0, Lq, tile_size):\n        q = query[..., qs:qs + tile_size, :]\n"
-            "        qpos = torch.arange(qs, qs + q.shape[-2])[:, None] + Lk - Lq\n"
-            "        m = torch.full(q.shape[:-1] + (1,), float('-inf'), dtype=q.dtype)\n        l = torch.zeros_like(m)\n"
-            "        acc = torch.zeros(q.shape[:-1] + (value.shape[-1],), dtype=q.dtype)\n"
+            "        qpos = torch.arange(qs, qs + q.shape[-2], device=q.device)[:, None] + Lk - Lq\n"
+            "        m = torch.full(q.shape[:-1] + (1,), float('-inf'), dtype=q.dtype, device=q.device)\n        l = torch.zeros_like(m)\n"
+            "        acc = torch.zeros(q.shape[:-1] + (value.shape[-1],), dtype=q.dtype, device=q.device)\n"
             "        for s in range(0, Lk, tile_size):\n            if causal and s > qpos.max():\n                break  # the tiles after the diagonal\n"
             "            kt, vt = key[..., s:s + tile_size, :], value[..., s:s + tile_size, :]\n"
             "            sc = q @ kt.transpose(-1, -2) / math.sqrt(q.shape[-1])\n"
-            "            if causal:\n                sc = sc.masked_fill(torch.arange(s, s + kt.shape[-2])[None, :] > qpos, float('-inf'))\n"
+            "            if causal:\n                sc = sc.masked_fill(torch.arange(s, s + kt.shape[-2], device=key.device)[None, :] > qpos, float('-inf'))\n"
             "            m_new = torch.maximum(m, sc.amax(-1, keepdim=True))\n"
             "            c = torch.exp(m - m_new)\n            p = torch.exp(sc - m_new)\n"
             "            l = l * c + p.sum(-1, keepdim=True)\n            acc = acc * c + p @ vt\n            m = m_new\n"
             "        outs.append(acc / l)\n    return torch.cat(outs, -2)\n"),
         "log_sum_exp": TILES_HEAD + (
             "    scale = 1 / math.sqrt(query.size(-1))\n    Lq, Lk = query.size(-2), key.size(-2)\n"
-            "    lse = torch.full((*query.shape[:-1], 1), float('-inf'), dtype=query.dtype)\n    out = None\n"
-            "    rows = torch.arange(Lq)[:, None] + (Lk - Lq)\n"
+            "    lse = torch.full((*query.shape[:-1], 1), float('-inf'), dtype=query.dtype, device=query.device)\n    out = None\n"
+            "    rows = torch.arange(Lq, device=query.device)[:, None] + (Lk - Lq)\n"
             "    for s in range(0, Lk, tile_size):\n        sc = query @ key[..., s:s + tile_size, :].mT * scale\n"
-            "        if causal:\n            sc = sc.masked_fill(torch.arange(s, s + sc.size(-1)) > rows, float('-inf'))\n"
+            "        if causal:\n            sc = sc.masked_fill(torch.arange(s, s + sc.size(-1), device=sc.device) > rows, float('-inf'))\n"
             "        tile_lse = torch.logsumexp(sc, -1, keepdim=True)\n        new = torch.logaddexp(lse, tile_lse)\n"
             "        part = torch.nan_to_num(torch.exp(sc - tile_lse)) @ value[..., s:s + tile_size, :]\n"
             "        wa, wb = torch.nan_to_num(torch.exp(lse - new)), torch.nan_to_num(torch.exp(tile_lse - new))\n"
@@ -887,7 +887,7 @@ CORRECT.update({
     "sample_next_token": {
         "multinomial": SAMPLE_HEAD + "    p = top_p_filter(logits / temperature, top_p).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)",
         "gumbel_max": SAMPLE_HEAD + "    z = top_p_filter(logits / temperature, top_p)\n    g = -torch.log(-torch.log(torch.rand_like(z).clamp_min(1e-20)))\n    return (z + g).argmax(-1)",
-        "inverse_cdf": SAMPLE_HEAD + "    p = top_p_filter(logits / temperature, top_p).softmax(-1)\n    u = torch.rand(p.shape[:-1] + (1,))\n    idx = torch.searchsorted(p.cumsum(-1), u).squeeze(-1)\n    return idx.clamp(max=p.size(-1) - 1)",
+        "inverse_cdf": SAMPLE_HEAD + "    p = top_p_filter(logits / temperature, top_p).softmax(-1)\n    u = torch.rand(p.shape[:-1] + (1,), device=p.device)\n    idx = torch.searchsorted(p.cumsum(-1), u).squeeze(-1)\n    return idx.clamp(max=p.size(-1) - 1)",
     },
     "generate": {
         "cache": GENERATE_HEAD + (
@@ -938,7 +938,7 @@ MISTAKES.update({
     },
     "GroupedQueryAttention": {
         "rope_on_values": (GQA_OK.replace("        if past_kv is not None:\n", "        v = apply_rotary_embedding(v, pos, self.rope_base)\n        if past_kv is not None:\n", 1), "values are rotated too"),
-        "positions_restart": (GQA_OK.replace("        pos = torch.arange(P, P + L)\n", "        pos = torch.arange(L)\n"), "rotated as positions 0"),
+        "positions_restart": (GQA_OK.replace("        pos = torch.arange(P, P + L, device=x.device)\n", "        pos = torch.arange(L)\n"), "rotated as positions 0"),
         "rerotate_cache": (GQA_OK.replace(
             "        q, k = apply_rotary_embedding(q, pos, self.rope_base), apply_rotary_embedding(k, pos, self.rope_base)\n"
             "        if past_kv is not None:\n            k = torch.cat([past_kv[0], k], dim=2)\n",
@@ -957,13 +957,16 @@ MISTAKES.update({
             "        out = (w @ repeat_kv(v, n)).transpose(1, 2).reshape(B, L, D)\n",
             "        out = torch.einsum('bngqk,bgkd->bngqd', w, v).reshape(B, self.num_heads, L, self.d_head)\n"
             "        out = out.transpose(1, 2).reshape(B, L, D)\n"), "whole list"),
+        # Made on the CPU: on a GPU, masked_fill with this mask raises (caught on the meta device).
+        "mask_on_cpu": (GQA_OK.replace("dtype=torch.bool, device=x.device)", "dtype=torch.bool)"), "is made on the CPU"),
         "tiled_heads": (GQA_OK.replace("repeat_kv(k, n)", "k.repeat(1, n, 1, 1)").replace("repeat_kv(v, n)", "v.repeat(1, n, 1, 1)"), "whole list"),
         "scale_d_model": (GQA_OK.replace("/ math.sqrt(self.d_head)", "/ math.sqrt(D)"), "1/sqrt(d_model)"),
     },
     "online_softmax_attention": {
+        "state_on_cpu": (TILES_OK.replace(", device=query.device)", ")"), "is made on the CPU"),
         "acc_not_rescaled": (TILES_OK.replace("acc = acc * c + p @ vt", "acc = acc + p @ vt"), "running output is not rescaled"),
         "sum_not_rescaled": (TILES_OK.replace("l = l * c + p.sum(-1, keepdim=True)", "l = l + p.sum(-1, keepdim=True)"), "running sum is not rescaled"),
-        "causal_from_start": (TILES_OK.replace("qpos = torch.arange(Lq)[:, None] + Lk - Lq", "qpos = torch.arange(Lq)[:, None]"), "LAST L_q positions"),
+        "causal_from_start": (TILES_OK.replace("qpos = torch.arange(Lq, device=query.device)[:, None] + Lk - Lq", "qpos = torch.arange(Lq, device=query.device)[:, None]"), "LAST L_q positions"),
         "no_scale": (TILES_OK.replace("scale = query.shape[-1] ** -0.5", "scale = 1.0"), "not scaled by 1/sqrt(d)"),
     },
     "DecoderBlock": {
@@ -995,6 +998,7 @@ MISTAKES.update({
         "returns_probabilities": (TOP_P_OK.replace("    return logits.masked_fill(", "    return logits.softmax(-1).masked_fill(").replace("float('-inf'))\n", "0.0)\n"), "probabilities are returned"),
     },
     "sample_next_token": {
+        "rand_on_cpu": (SAMPLE_HEAD + "    p = top_p_filter(logits / temperature, top_p).softmax(-1)\n    u = torch.rand(p.shape[:-1] + (1,))\n    idx = torch.searchsorted(p.cumsum(-1), u).squeeze(-1)\n    return idx.clamp(max=p.size(-1) - 1)", "is made on the CPU"),
         "temperature_after_top_p": (SAMPLE_HEAD + "    p = (top_p_filter(logits, top_p) / temperature).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)", "after top_p chose"),
         "top_p_ignored": (SAMPLE_HEAD + "    p = (logits / temperature).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)", "top_p is ignored"),
         "times_temperature": (SAMPLE_HEAD + "    p = top_p_filter(logits * temperature, top_p).softmax(-1)\n    return torch.multinomial(p, 1).squeeze(-1)", "multiplied by the temperature"),

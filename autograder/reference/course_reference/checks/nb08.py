@@ -467,6 +467,16 @@ def check_GroupedQueryAttention(ns: dict[str, Any]) -> None:  # noqa: N802 (the 
         assert_matches(v, ev.detach(), f"{what}: the value cache",
                        hint=f"Expected the cached values, then the new ones ({SECTION_LAYER}).")
         _gradients(got, expected, mine, reference, what, 8050)
+    # On another device (meta stands in for a GPU): the positions and the mask are made on x's device.
+    meta = torch.device("meta")
+    mine, _ = _pair(ns, "GroupedQueryAttention", 16, 4, 2, gen=gen, deps=deps)
+    mine = mine.to(meta)
+    x = torch.empty(2, 3, 16, device=meta)
+    past = (torch.empty(2, 2, 4, 4, device=meta), torch.empty(2, 2, 4, 4, device=meta))
+    for args, label in (((x,), "no cache"), ((x, past), "a cache of 4 tokens")):
+        on_another_device(lambda args=args: _call(ns, mine, "GroupedQueryAttention.forward", *args, deps=deps),
+                          f"GroupedQueryAttention on a GPU ({label})",
+                          f"the positions (`torch.arange`) or the causal mask (`torch.ones`) ({SECTION_LAYER})")
 
 
 # ---------------------------------------------------------------------------------- tiled attention
@@ -542,6 +552,11 @@ def check_online_softmax_attention(ns: dict[str, Any]) -> None:
                        hint=f"Expected softmax(q k^T / sqrt(d)) v over all L_k keys, to 1e-5 ({SECTION_TILES}).")
     _expect_error(lambda: ns["online_softmax_attention"](q, k, v, 0), "online_softmax_attention(..., tile_size=0)",
                   ValueError, "a tile holds at least one key")
+    q = torch.empty(1, 2, 6, 8, device="meta")
+    k = torch.empty(1, 2, 10, 8, device="meta")
+    on_another_device(lambda: fn(q, k, k, 4, True), "online_softmax_attention(q, k, v on a GPU, causal=True)",
+                      f"the running maximum, sum or output (`torch.full`, `torch.zeros`: `query.new_full` and "
+                      f"`query.new_zeros` take query's device) or the positions of the causal mask ({SECTION_TILES})")
 
 
 # ------------------------------------------------------------------------------------ the block
@@ -929,6 +944,11 @@ def check_sample_next_token(ns: dict[str, Any]) -> None:
                        hint=f"Temperature 0 returns the most likely token of each row ({SECTION_SAMPLE}).")
     _expect_error(lambda: ns["sample_next_token"](TABLE.clone(), -1.0), "sample_next_token(logits, temperature=-1)",
                   ValueError, "a temperature must be >= 0")
+    with reference_for(ns, **upstream("top_p_filter")):
+        on_another_device(lambda: fn(torch.empty(3, 6, device="meta"), 0.8, 0.9),
+                          "sample_next_token(logits on a GPU, temperature=0.8, top_p=0.9)",
+                          f"the random numbers (`torch.rand`: pass `device=logits.device`, or use `torch.rand_like`) "
+                          f"({SECTION_SAMPLE})")
 
 
 # ------------------------------------------------------------------------------------ generation
