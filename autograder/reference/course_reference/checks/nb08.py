@@ -790,14 +790,10 @@ def _top_p_mistakes(logits: torch.Tensor, p: float) -> dict[str, torch.Tensor | 
 
 
 def _filtered(fn: Any, logits: torch.Tensor, p: float, what: str) -> torch.Tensor:
-    """``fn(logits, p)`` on a copy, which must come back unchanged (a sampler's caller keeps its logits)."""
-    given = logits.clone()
-    got = as_tensor(fn(given, p), what)
-    if not torch.equal(given, logits):
-        raise AssertionError(f"{what}: the logits passed in were changed in place (logits[...] = -inf, "
-                             f"masked_fill_); leave them as they are and return a new tensor (masked_fill) "
-                             f"({SECTION_SAMPLE}).")
-    return got
+    """``fn(logits, p)`` on a copy: an answer that changes its input in place (``logits[...] = -inf``, as
+    deepsparse#1414 did) must not change the table later checks and the reference read. (Judged, the
+    kernel gets its own copy anyway, so the change is not seen here and is not graded.)"""
+    return as_tensor(fn(logits.clone(), p), what)
 
 
 def _keeps_all(got: torch.Tensor, logits: torch.Tensor, what: str) -> None:
