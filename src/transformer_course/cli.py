@@ -66,7 +66,6 @@ def _grade(args: argparse.Namespace) -> int:
     except OutputBusy as exc:
         print(f"transformer-course grade: error: {exc}", file=sys.stderr)
         return 2
-
     print(score_table(results))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     failed = [r for r in results if r.status == GRADER_ERROR]

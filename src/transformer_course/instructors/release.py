@@ -75,11 +75,12 @@ def release(repo: Repo, repository: str, out: Path) -> list[Path]:
     for name in DATA:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(repo.root / name, out / name)
-    (out / "data" / "README.md").write_text(student_data_readme(repo))
+    data_notebooks = " and ".join(_notebooks_reading(repo, "multi30k"))
+    (out / "data" / "README.md").write_text(student_data_readme(data_notebooks))
     workflow = out / ".github" / "workflows" / "grade.yml"
     workflow.parent.mkdir(parents=True)
     workflow.write_text(classroom_workflow(repo))
-    (out / "README.md").write_text(student_readme(repo, target))
+    (out / "README.md").write_text(student_readme(repo, target, data_notebooks))
     (out / ".gitignore").write_text("data/cache/\n.ipynb_checkpoints/\n__pycache__/\n")
     return sorted(p for p in out.rglob("*") if p.is_file())
 
@@ -113,9 +114,9 @@ def _notebooks_reading(repo: Repo, word: str) -> list[str]:
     return sorted(p.stem[:2] for p in repo.course.glob("[0-9][0-9]_*/*.ipynb") if word in p.read_text())
 
 
-def student_data_readme(repo: Repo) -> str:
-    """The release's ``data/README.md``: what the manifest is and where the files go, for students."""
-    numbers = " and ".join(_notebooks_reading(repo, "multi30k"))
+def student_data_readme(numbers: str) -> str:
+    """The release's ``data/README.md`` (``numbers``: the notebooks that read Multi30k, e.g. "07 and 08"):
+    what the manifest is and where the files go, for students."""
     return f"""# data/
 
 `multi30k.json` lists the files of Multi30k (Elliott et al., 2016), the German-English captions that
@@ -128,7 +129,7 @@ holding the six `.gz` files before starting Jupyter (in Colab, in a cell: `%env 
 """
 
 
-def student_readme(repo: Repo, target: str) -> str:
+def student_readme(repo: Repo, target: str, data_notebooks: str) -> str:
     rows = []
     for notebook in sorted(p for p in repo.course.glob("[0-9][0-9]_*/*.ipynb")):
         path = notebook.relative_to(repo.root).as_posix()
@@ -154,7 +155,7 @@ tests that compare values and name the mistake they find.
 - **Your machine**: `conda env create -f environment.yml`, then `conda activate transformer-course`
   and `jupyter lab`.
 
-Notebooks {" and ".join(_notebooks_reading(repo, "multi30k"))} download the Multi30k data set themselves
+Notebooks {data_notebooks} download the Multi30k data set themselves
 (`data/README.md` says how, and how to use a copy you already have).
 
 Hand in the notebooks as your instructor says; `.github/workflows/grade.yml` grades each push

@@ -219,7 +219,7 @@ def build_report(out: Path) -> Path:
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left;
 vertical-align:top}}th{{background:#f3f3f3}}img{{max-width:100%}}figure{{margin:1em 0}}</style></head><body>
 <h1>Class report</h1>
-<p>{len(students)} students, {len({r["assignment"] for r in results})} assignments, {len(results)} notebooks;
+<p>{len(students)} students, {len(assignments)} assignments, {len(results)} notebooks;
 built from <code>results.json</code>.</p>
 {images}
 <h2>Scores</h2>

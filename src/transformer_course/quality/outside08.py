@@ -927,50 +927,37 @@ MISTAKES = {exercise: {name: (code, source, _WORDS[exercise][name]) for name, (c
 
 # Gathered later (issue 39) by a helper with a fresh context, from issue threads and pull requests of other
 # projects; before the checks named them, 5 had full marks and 12 a message that did not say what was wrong.
+_LATER_GQA_FORWARD = (  # the forward pass the GQA entries below share, up to the rotation
+    '    def forward(self, x, past_kv=None):\n'
+    '        B, L, D = x.shape\n'
+    '        start_pos = 0 if past_kv is None else past_kv[0].size(2)\n'
+    '        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n'
+    '        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
+    '        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
+    '        pos = torch.arange(start_pos, start_pos + L, device=x.device)\n'
+    '        q = apply_rotary_embedding(q, pos, self.rope_base)\n'
+    '        k = apply_rotary_embedding(k, pos, self.rope_base)\n'
+)
 _LATER = {
     'RMSNorm': {
-        'zeta_normalize_times_inverse_scale': (
-            'class RMSNorm(nn.Module):\n'
-            '    def __init__(self, d_model, eps=1e-6):\n'
-            '        super().__init__()\n'
-            '        self.eps = eps\n'
-            '        self.weight = nn.Parameter(torch.ones(d_model))\n'
-            '\n'
+        'zeta_normalize_times_inverse_scale': (_RMS_INIT + (
             '    def forward(self, x):\n'
             '        scale = x.size(-1) ** -0.5\n'
             '        normed = F.normalize(x, dim=-1)\n'
             '        return normed * scale * self.weight\n'
-            , 'https://github.com/kyegomez/zeta/issues/180 (zeta/nn/modules/rms_norm.py: normed * self.scale, scale = dim ** -0.5)', 'multiplied by 1/sqrt(d)'),
-        'zeta_normalize_dim_minus2': (
-            'class RMSNorm(nn.Module):\n'
-            '    def __init__(self, d_model, eps=1e-6):\n'
-            '        super().__init__()\n'
-            '        self.eps = eps\n'
-            '        self.weight = nn.Parameter(torch.ones(d_model))\n'
-            '\n'
+        ), 'https://github.com/kyegomez/zeta/issues/180 (zeta/nn/modules/rms_norm.py: normed * self.scale, scale = dim ** -0.5)', 'multiplied by 1/sqrt(d)'),
+        'zeta_normalize_dim_minus2': (_RMS_INIT + (
             '    def forward(self, x):\n'
             '        normed = F.normalize(x, dim=-2)  # zeta: dim=-2\n'
             '        return normed * x.size(-1) ** 0.5 * self.weight\n'
-            , "https://github.com/kyegomez/zeta/issues/180 (second point: 'the normalization should be in the dim -1, not -2')", 'over axis -2'),
-        'mold_gemma_one_plus_weight': (
-            'class RMSNorm(nn.Module):\n'
-            '    def __init__(self, d_model, eps=1e-6):\n'
-            '        super().__init__()\n'
-            '        self.eps = eps\n'
-            '        self.weight = nn.Parameter(torch.ones(d_model))\n'
-            '\n'
+        ), "https://github.com/kyegomez/zeta/issues/180 (second point: 'the normalization should be in the dim -1, not -2')", 'over axis -2'),
+        'mold_gemma_one_plus_weight': (_RMS_INIT + (
             '    def forward(self, x):\n'
             '        output = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)\n'
             '        output = output * (1.0 + self.weight.float())  # Gemma: weight stored as an offset from one\n'
             '        return output.type_as(x)\n'
-            , "https://github.com/utensils/mold/issues/1074 (RMSNorm '(w + 1)' applied to weights that already are the gain); convention: https://github.com/linkedin/Liger-Kernel/issues/74", '(1 + weight)'),
-        'nanovllm_inplace_mul': (
-            'class RMSNorm(nn.Module):\n'
-            '    def __init__(self, d_model, eps=1e-6):\n'
-            '        super().__init__()\n'
-            '        self.eps = eps\n'
-            '        self.weight = nn.Parameter(torch.ones(d_model))\n'
-            '\n'
+        ), "https://github.com/utensils/mold/issues/1074 (RMSNorm '(w + 1)' applied to weights that already are the gain); convention: https://github.com/linkedin/Liger-Kernel/issues/74", '(1 + weight)'),
+        'nanovllm_inplace_mul': (_RMS_INIT + (
             '    def forward(self, x):\n'
             '        orig_dtype = x.dtype\n'
             '        x = x.float()  # the same tensor when x is already float32\n'
@@ -978,16 +965,10 @@ _LATER = {
             '        x.mul_(torch.rsqrt(var + self.eps))\n'
             '        x = x.to(orig_dtype).mul_(self.weight)\n'
             '        return x\n'
-            , 'https://github.com/GeeeekExplorer/nano-vllm/issues/170', 'in-place operation'),
+        ), 'https://github.com/GeeeekExplorer/nano-vllm/issues/170', 'in-place operation'),
     },
     'apply_rotary_embedding': {
-        'neox_angles_in_model_dtype': (
-            'def apply_rotary_embedding(x, positions, base=10000.0):\n'
-            '    d = x.size(-1)\n'
-            '    if d % 2:\n'
-            "        raise ValueError(f'the last axis must be even, got {d}')\n"
-            '    if positions.dim() != 1 or positions.numel() != x.size(-2):\n'
-            "        raise ValueError(f'positions must have shape ({x.size(-2)},)')\n"
+        'neox_angles_in_model_dtype': (_ROPE + _ROPE_CHECKS + (
             '    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))\n'
             '    inv_freq = inv_freq.to(x.dtype)  # a buffer: .half()/.bfloat16() on the model converts it\n'
             '    t = positions.to(x.device).type_as(inv_freq)\n'
@@ -995,70 +976,32 @@ _LATER = {
             '    cos, sin = freqs.cos(), freqs.sin()\n'
             '    a, b = x[..., 0::2], x[..., 1::2]\n'
             '    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)\n'
-            , 'https://github.com/EleutherAI/gpt-neox/issues/1003; https://github.com/huggingface/transformers/issues/29496', 'angles are computed in bfloat16'),
-        'sglang_inv_freq_quantised': (
-            'def apply_rotary_embedding(x, positions, base=10000.0):\n'
-            '    d = x.size(-1)\n'
-            '    if d % 2:\n'
-            "        raise ValueError(f'the last axis must be even, got {d}')\n"
-            '    if positions.dim() != 1 or positions.numel() != x.size(-2):\n'
-            "        raise ValueError(f'positions must have shape ({x.size(-2)},)')\n"
+        ), 'https://github.com/EleutherAI/gpt-neox/issues/1003; https://github.com/huggingface/transformers/issues/29496', 'angles are computed in bfloat16'),
+        'sglang_inv_freq_quantised': (_ROPE + _ROPE_CHECKS + (
             '    inv_freq_np = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))\n'
             '    inv_freq = inv_freq_np.to(device=x.device, dtype=x.dtype)\n'
             "    freqs = torch.einsum('n,d->nd', positions.to(x.device).float(), inv_freq)  # promoted to float32\n"
             '    cos, sin = freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)\n'
             '    a, b = x[..., 0::2], x[..., 1::2]\n'
             '    return torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)\n'
-            , 'https://github.com/sgl-project/sglang-jax/issues/1472', 'frequencies are rounded'),
+        ), 'https://github.com/sgl-project/sglang-jax/issues/1472', 'frequencies are rounded'),
     },
     'SwiGLU': {
-        'minimind_silu_of_product': (
-            'class SwiGLU(nn.Module):\n'
-            '    def __init__(self, d_model, d_ff):\n'
-            '        super().__init__()\n'
-            '        self.w1 = nn.Linear(d_model, d_ff, bias=False)\n'
-            '        self.w3 = nn.Linear(d_model, d_ff, bias=False)\n'
-            '        self.w2 = nn.Linear(d_ff, d_model, bias=False)\n'
-            '\n'
+        'minimind_silu_of_product': (_SWIGLU_INIT + (
             '    def forward(self, x):\n'
             '        return self.w2(F.silu(self.w1(x) * self.w3(x)))\n'
-            , 'https://github.com/Nijikadesu/breakdown-minimind/issues/3', 'SiLU is applied after the product'),
+        ), 'https://github.com/Nijikadesu/breakdown-minimind/issues/3', 'SiLU is applied after the product'),
     },
     'repeat_kv': {
-        'onnxim_divide_by_num_kv_heads': (
-            'def repeat_kv(x, n_rep):\n'
+        'onnxim_divide_by_num_kv_heads': (_REPEAT + (
             '    num_kv_heads = x.size(1)\n'
             '    head_idx = torch.arange(num_kv_heads * n_rep, device=x.device)\n'
             '    kv_head_idx = head_idx // num_kv_heads\n'
             '    return x.index_select(1, kv_head_idx)\n'
-            , 'https://github.com/PSAL-POSTECH/ONNXim/pull/34', 'j // h_kv'),
+        ), 'https://github.com/PSAL-POSTECH/ONNXim/pull/34', 'j // h_kv'),
     },
     'GroupedQueryAttention': {
-        'meta_square_mask_with_cache': (
-            'class GroupedQueryAttention(nn.Module):\n'
-            '    def __init__(self, d_model, num_heads, num_kv_heads, rope_base=10000.0):\n'
-            '        super().__init__()\n'
-            '        if d_model % num_heads:\n'
-            "            raise ValueError('d_model must be divisible by num_heads')\n"
-            '        if num_heads % num_kv_heads:\n'
-            "            raise ValueError('num_heads must be divisible by num_kv_heads')\n"
-            '        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads\n'
-            '        self.d_head = d_model // num_heads\n'
-            '        self.rope_base = rope_base\n'
-            '        self.w_q = nn.Linear(d_model, d_model, bias=False)\n'
-            '        self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_o = nn.Linear(d_model, d_model, bias=False)\n'
-            '\n'
-            '    def forward(self, x, past_kv=None):\n'
-            '        B, L, D = x.shape\n'
-            '        start_pos = 0 if past_kv is None else past_kv[0].size(2)\n'
-            '        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n'
-            '        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        pos = torch.arange(start_pos, start_pos + L, device=x.device)\n'
-            '        q = apply_rotary_embedding(q, pos, self.rope_base)\n'
-            '        k = apply_rotary_embedding(k, pos, self.rope_base)\n'
+        'meta_square_mask_with_cache': (_GQA_INIT + _LATER_GQA_FORWARD + (
             '        if past_kv is not None:\n'
             '            k = torch.cat([past_kv[0], k], dim=2)\n'
             '            v = torch.cat([past_kv[1], v], dim=2)\n'
@@ -1073,32 +1016,8 @@ _LATER = {
             '        out = scores.softmax(dim=-1) @ values\n'
             '        out = out.transpose(1, 2).reshape(B, L, D)\n'
             '        return self.w_o(out), present\n'
-            , 'https://github.com/meta-llama/llama/issues/899', 'must match the size'),
-        'headkv_cache_after_repeat_kv': (
-            'class GroupedQueryAttention(nn.Module):\n'
-            '    def __init__(self, d_model, num_heads, num_kv_heads, rope_base=10000.0):\n'
-            '        super().__init__()\n'
-            '        if d_model % num_heads:\n'
-            "            raise ValueError('d_model must be divisible by num_heads')\n"
-            '        if num_heads % num_kv_heads:\n'
-            "            raise ValueError('num_heads must be divisible by num_kv_heads')\n"
-            '        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads\n'
-            '        self.d_head = d_model // num_heads\n'
-            '        self.rope_base = rope_base\n'
-            '        self.w_q = nn.Linear(d_model, d_model, bias=False)\n'
-            '        self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_o = nn.Linear(d_model, d_model, bias=False)\n'
-            '\n'
-            '    def forward(self, x, past_kv=None):\n'
-            '        B, L, D = x.shape\n'
-            '        start_pos = 0 if past_kv is None else past_kv[0].size(2)\n'
-            '        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n'
-            '        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        pos = torch.arange(start_pos, start_pos + L, device=x.device)\n'
-            '        q = apply_rotary_embedding(q, pos, self.rope_base)\n'
-            '        k = apply_rotary_embedding(k, pos, self.rope_base)\n'
+        ), 'https://github.com/meta-llama/llama/issues/899', 'must match the size'),
+        'headkv_cache_after_repeat_kv': (_GQA_INIT + _LATER_GQA_FORWARD + (
             '        n_rep = self.num_heads // self.num_kv_heads\n'
             '        k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)  # [SnapKV] moved ahead of the cache\n'
             '        if past_kv is not None and past_kv[0].size(1) != k.size(1):\n'
@@ -1114,32 +1033,8 @@ _LATER = {
             "        out = scores.masked_fill(~mask, float('-inf')).softmax(dim=-1) @ values\n"
             '        out = out.transpose(1, 2).reshape(B, L, D)\n'
             '        return self.w_o(out), present\n'
-            , 'https://github.com/FYYFU/HeadKV/issues/3', 'key cache has shape'),
-        'tinytorch_step_excludes_own_keys': (
-            'class GroupedQueryAttention(nn.Module):\n'
-            '    def __init__(self, d_model, num_heads, num_kv_heads, rope_base=10000.0):\n'
-            '        super().__init__()\n'
-            '        if d_model % num_heads:\n'
-            "            raise ValueError('d_model must be divisible by num_heads')\n"
-            '        if num_heads % num_kv_heads:\n'
-            "            raise ValueError('num_heads must be divisible by num_kv_heads')\n"
-            '        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads\n'
-            '        self.d_head = d_model // num_heads\n'
-            '        self.rope_base = rope_base\n'
-            '        self.w_q = nn.Linear(d_model, d_model, bias=False)\n'
-            '        self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_o = nn.Linear(d_model, d_model, bias=False)\n'
-            '\n'
-            '    def forward(self, x, past_kv=None):\n'
-            '        B, L, D = x.shape\n'
-            '        start_pos = 0 if past_kv is None else past_kv[0].size(2)\n'
-            '        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n'
-            '        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        pos = torch.arange(start_pos, start_pos + L, device=x.device)\n'
-            '        q = apply_rotary_embedding(q, pos, self.rope_base)\n'
-            '        k = apply_rotary_embedding(k, pos, self.rope_base)\n'
+        ), 'https://github.com/FYYFU/HeadKV/issues/3', 'key cache has shape'),
+        'tinytorch_step_excludes_own_keys': (_GQA_INIT + _LATER_GQA_FORWARD + (
             '        if past_kv is not None:\n'
             '            k = torch.cat([past_kv[0], k], dim=2)\n'
             '            v = torch.cat([past_kv[1], v], dim=2)\n'
@@ -1156,32 +1051,8 @@ _LATER = {
             '            out = scores.softmax(dim=-1) @ values\n'
             '        out = out.transpose(1, 2).reshape(B, L, D)\n'
             '        return self.w_o(out), present\n'
-            , 'https://github.com/harvard-edge/cs249r_book/pull/1953', 'cached keys only'),
-        'rasbt_sdpa_triu_bool_mask': (
-            'class GroupedQueryAttention(nn.Module):\n'
-            '    def __init__(self, d_model, num_heads, num_kv_heads, rope_base=10000.0):\n'
-            '        super().__init__()\n'
-            '        if d_model % num_heads:\n'
-            "            raise ValueError('d_model must be divisible by num_heads')\n"
-            '        if num_heads % num_kv_heads:\n'
-            "            raise ValueError('num_heads must be divisible by num_kv_heads')\n"
-            '        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads\n'
-            '        self.d_head = d_model // num_heads\n'
-            '        self.rope_base = rope_base\n'
-            '        self.w_q = nn.Linear(d_model, d_model, bias=False)\n'
-            '        self.w_k = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_v = nn.Linear(d_model, num_kv_heads * self.d_head, bias=False)\n'
-            '        self.w_o = nn.Linear(d_model, d_model, bias=False)\n'
-            '\n'
-            '    def forward(self, x, past_kv=None):\n'
-            '        B, L, D = x.shape\n'
-            '        start_pos = 0 if past_kv is None else past_kv[0].size(2)\n'
-            '        q = self.w_q(x).view(B, L, self.num_heads, self.d_head).transpose(1, 2)\n'
-            '        k = self.w_k(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        v = self.w_v(x).view(B, L, self.num_kv_heads, self.d_head).transpose(1, 2)\n'
-            '        pos = torch.arange(start_pos, start_pos + L, device=x.device)\n'
-            '        q = apply_rotary_embedding(q, pos, self.rope_base)\n'
-            '        k = apply_rotary_embedding(k, pos, self.rope_base)\n'
+        ), 'https://github.com/harvard-edge/cs249r_book/pull/1953', 'cached keys only'),
+        'rasbt_sdpa_triu_bool_mask': (_GQA_INIT + _LATER_GQA_FORWARD + (
             '        if past_kv is not None:\n'
             '            k = torch.cat([past_kv[0], k], dim=2)\n'
             '            v = torch.cat([past_kv[1], v], dim=2)\n'
@@ -1191,13 +1062,10 @@ _LATER = {
             '        out = F.scaled_dot_product_attention(q, repeat_kv(k, n_rep), repeat_kv(v, n_rep), attn_mask=attn_mask)\n'
             '        out = out.transpose(1, 2).reshape(B, L, D)\n'
             '        return self.w_o(out), present\n'
-            , 'https://github.com/rasbt/LLMs-from-scratch/issues/1061', 'mask is inverted'),
+        ), 'https://github.com/rasbt/LLMs-from-scratch/issues/1061', 'mask is inverted'),
     },
     'online_softmax_attention': {
-        'pallas_padded_tile_unmasked': (
-            'def online_softmax_attention(query, key, value, tile_size=64, causal=False):\n'
-            '    if tile_size < 1:\n'
-            "        raise ValueError(f'tile_size must be positive, got {tile_size}')\n"
+        'pallas_padded_tile_unmasked': (_OSA + _OSA_CHECK + (
             '    n_q, n_k = query.size(-2), key.size(-2)\n'
             '    pad = (-n_k) % tile_size\n'
             '    if pad:  # round L_k up to a whole number of tiles\n'
@@ -1221,51 +1089,27 @@ _LATER = {
             '        acc = acc * c + p @ vt\n'
             '        m = m_new\n'
             '    return acc / l\n'
-            , 'https://github.com/jax-ml/jax/issues/27224; https://github.com/66RING/tiny-flash-attention/issues/12', 'padded with zeros'),
+        ), 'https://github.com/jax-ml/jax/issues/27224; https://github.com/66RING/tiny-flash-attention/issues/12', 'padded with zeros'),
     },
     'DecoderBlock': {
-        'bitnet_x_plus_x': (
-            'class DecoderBlock(nn.Module):\n'
-            '    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):\n'
-            '        super().__init__()\n'
-            '        self.attn_norm = RMSNorm(d_model)\n'
-            '        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)\n'
-            '        self.ffn_norm = RMSNorm(d_model)\n'
-            '        self.ffn = SwiGLU(d_model, d_ff)\n'
-            '\n'
+        'bitnet_x_plus_x': (_BLOCK_INIT + (
             '    def forward(self, x, past_kv=None):\n'
             '        x, present = self.attn(self.attn_norm(x), past_kv)\n'
             '        x = x + x\n'
             '        x = self.ffn(self.ffn_norm(x)) + x\n'
             '        return x, present\n'
-            , 'https://github.com/kyegomez/BitNet/issues/32', 'added to itself'),
-        'navit_normed_before_mlp_residual': (
-            'class DecoderBlock(nn.Module):\n'
-            '    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):\n'
-            '        super().__init__()\n'
-            '        self.attn_norm = RMSNorm(d_model)\n'
-            '        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)\n'
-            '        self.ffn_norm = RMSNorm(d_model)\n'
-            '        self.ffn = SwiGLU(d_model, d_ff)\n'
-            '\n'
+        ), 'https://github.com/kyegomez/BitNet/issues/32', 'added to itself'),
+        'navit_normed_before_mlp_residual': (_BLOCK_INIT + (
             '    def forward(self, x, past_kv=None):\n'
             '        h, present = self.attn(self.attn_norm(x), past_kv)\n'
             '        x = h + x\n'
             '        x = self.ffn_norm(x)\n'
             '        x = self.ffn(x) + x\n'
             '        return x, present\n'
-            , "https://github.com/Project-MONAI/MONAI/pull/9011 (review: 'Residual stream gets overwritten by the normed value before the MLP add'); https://github.com/naklecha/llama3-from-scratch/issues/28", 'second residual starts from ffn_norm'),
+        ), "https://github.com/Project-MONAI/MONAI/pull/9011 (review: 'Residual stream gets overwritten by the normed value before the MLP add'); https://github.com/naklecha/llama3-from-scratch/issues/28", 'second residual starts from ffn_norm'),
     },
     'DecoderLM': {
-        'meta_last_position_logits_only': (
-            'class DecoderLM(nn.Module):\n'
-            '    def __init__(self, vocab_size, d_model, num_heads, num_kv_heads, d_ff, num_layers):\n'
-            '        super().__init__()\n'
-            '        self.embedding = nn.Embedding(vocab_size, d_model)\n'
-            '        self.layers = nn.ModuleList(DecoderBlock(d_model, num_heads, num_kv_heads, d_ff)\n'
-            '                                    for _ in range(num_layers))\n'
-            '        self.norm = RMSNorm(d_model)\n'
-            '        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n'
+        'meta_last_position_logits_only': (_LM_HEAD + (
             '        self.lm_head.weight = self.embedding.weight\n'
             '        nn.init.normal_(self.embedding.weight, std=0.02)\n'
             '\n'
@@ -1278,16 +1122,8 @@ _LATER = {
             '        h = self.norm(h)\n'
             '        output = self.lm_head(h[:, -1, :])  # only compute last logits\n'
             '        return output, presents\n'
-            , "https://github.com/meta-llama/llama/issues/294 (also nanoGPT's inference path, https://github.com/karpathy/nanoGPT/issues/42)", 'has shape (2, 20)'),
-        'trtllm_first_cache_for_every_layer': (
-            'class DecoderLM(nn.Module):\n'
-            '    def __init__(self, vocab_size, d_model, num_heads, num_kv_heads, d_ff, num_layers):\n'
-            '        super().__init__()\n'
-            '        self.embedding = nn.Embedding(vocab_size, d_model)\n'
-            '        self.layers = nn.ModuleList(DecoderBlock(d_model, num_heads, num_kv_heads, d_ff)\n'
-            '                                    for _ in range(num_layers))\n'
-            '        self.norm = RMSNorm(d_model)\n'
-            '        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)\n'
+        ), "https://github.com/meta-llama/llama/issues/294 (also nanoGPT's inference path, https://github.com/karpathy/nanoGPT/issues/42)", 'has shape (2, 20)'),
+        'trtllm_first_cache_for_every_layer': (_LM_HEAD + (
             '        self.lm_head.weight = self.embedding.weight\n'
             '        nn.init.normal_(self.embedding.weight, std=0.02)\n'
             '\n'
@@ -1298,35 +1134,26 @@ _LATER = {
             '            h, present = layer(h, None if past_kvs is None else past_kvs[0])\n'
             '            presents.append(present)\n'
             '        return self.lm_head(self.norm(h)), presents\n'
-            , 'https://github.com/NVIDIA/TensorRT-LLM/pull/2682', 'past_kvs[0]'),
+        ), 'https://github.com/NVIDIA/TensorRT-LLM/pull/2682', 'past_kvs[0]'),
     },
     'top_p_filter': {
-        'chatrwkv_argmax_cutoff': (
-            'def top_p_filter(logits, top_p):\n'
-            '    if not 0 < top_p <= 1:\n'
-            "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
+        'chatrwkv_argmax_cutoff': (_TOPP + _TOPP_CHECK + (
             '    probs = F.softmax(logits.float(), dim=-1)\n'
             '    sorted_probs = torch.sort(probs, dim=-1, descending=True).values\n'
             '    cumulative_probs = torch.cumsum(sorted_probs, dim=-1)\n'
             '    first = torch.argmax((cumulative_probs > top_p).int(), dim=-1, keepdim=True)  # np.argmax: 0 if none\n'
             '    cutoff = sorted_probs.gather(-1, first)\n'
             "    return logits.masked_fill(probs < cutoff, float('-inf'))\n"
-            , 'https://github.com/BlinkDL/ChatRWKV/pull/170', 'top_p = 1 keeps every token'),
-        'mlx_tiny_top_p_masks_all': (
-            'def top_p_filter(logits, top_p):\n'
-            '    if not 0 < top_p <= 1:\n'
-            "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
+        ), 'https://github.com/BlinkDL/ChatRWKV/pull/170', 'top_p = 1 keeps every token'),
+        'mlx_tiny_top_p_masks_all': (_TOPP + _TOPP_CHECK + (
             '    sorted_logits, sorted_indices = torch.sort(logits.flip(-1), dim=-1, stable=True)\n'
             '    sorted_indices = logits.size(-1) - 1 - sorted_indices\n'
             '    cumulative_probs = sorted_logits.softmax(dim=-1).cumsum(dim=-1)\n'
             '    keep_sorted = cumulative_probs > 1 - top_p\n'
             '    keep = torch.zeros_like(keep_sorted).scatter(-1, sorted_indices, keep_sorted)\n'
             "    return logits.masked_fill(~keep, float('-inf'))\n"
-            , 'https://github.com/ml-explore/mlx-lm/pull/1912', 'most likely token is always in the nucleus'),
-        'fishspeech_1d_indexing_on_batch': (
-            'def top_p_filter(logits, top_p):\n'
-            '    if not 0 < top_p <= 1:\n'
-            "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
+        ), 'https://github.com/ml-explore/mlx-lm/pull/1912', 'most likely token is always in the nucleus'),
+        'fishspeech_1d_indexing_on_batch': (_TOPP + _TOPP_CHECK + (
             '    sorted_logits, sorted_indices = torch.sort(logits, descending=True, stable=True)\n'
             '    cum_probs = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)\n'
             '    sorted_indices_to_remove = cum_probs >= top_p\n'
@@ -1334,11 +1161,8 @@ _LATER = {
             '    sorted_indices_to_remove[0] = False  # keep at least one option\n'
             '    indices_to_remove = sorted_indices_to_remove.scatter(-1, sorted_indices, sorted_indices_to_remove)\n'
             "    return logits.masked_fill(indices_to_remove, float('-inf'))\n"
-            , 'https://github.com/fishaudio/fish-speech/pull/1326', 'shift by one is along the rows'),
-        'hf1333_sorted_indices_index_rows': (
-            'def top_p_filter(logits, top_p):\n'
-            '    if not 0 < top_p <= 1:\n'
-            "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
+        ), 'https://github.com/fishaudio/fish-speech/pull/1326', 'shift by one is along the rows'),
+        'hf1333_sorted_indices_index_rows': (_TOPP + _TOPP_CHECK + (
             '    if top_p >= 1.0:\n'
             '        return logits\n'
             '    sorted_logits, sorted_indices = torch.sort(logits, descending=True, stable=True)\n'
@@ -1349,21 +1173,15 @@ _LATER = {
             '    indices_to_remove = sorted_indices[sorted_indices_to_remove]\n'
             "    logits[indices_to_remove] = float('-inf')\n"
             '    return logits\n'
-            , 'https://github.com/huggingface/transformers/pull/1333; https://github.com/neuralmagic/deepsparse/pull/1291', 'IndexError'),
-        'attnrs_f32_cumsum_top_p_one': (
-            'def top_p_filter(logits, top_p):\n'
-            '    if not 0 < top_p <= 1:\n'
-            "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
+        ), 'https://github.com/huggingface/transformers/pull/1333; https://github.com/neuralmagic/deepsparse/pull/1291', 'IndexError'),
+        'attnrs_f32_cumsum_top_p_one': (_TOPP + _TOPP_CHECK + (
             '    sorted_logits, sorted_indices = torch.sort(logits, descending=True, stable=True)\n'
             '    cum_probs = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)\n'
             '    sorted_indices_to_remove = F.pad(cum_probs >= top_p, (1, -1), value=False)\n'
             "    sorted_logits = sorted_logits.masked_fill(sorted_indices_to_remove, float('-inf'))\n"
             '    return sorted_logits.scatter(-1, sorted_indices, sorted_logits)\n'
-            , 'https://github.com/guoqingbao/attention.rs/pull/9 (cumsum rounding in top-p); form of https://github.com/lucidrains/x-transformers (autoregressive_wrapper.py, top_p)', 'top_p = 1 keeps every token'),
-        'deepsparse_inplace_mutation': (
-            'def top_p_filter(logits, top_p):\n'
-            '    if not 0 < top_p <= 1:\n'
-            "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
+        ), 'https://github.com/guoqingbao/attention.rs/pull/9 (cumsum rounding in top-p); form of https://github.com/lucidrains/x-transformers (autoregressive_wrapper.py, top_p)', 'top_p = 1 keeps every token'),
+        'deepsparse_inplace_mutation': (_TOPP + _TOPP_CHECK + (
             '    sorted_logits, sorted_indices = torch.sort(logits, descending=True, stable=True)\n'
             '    cumulative_probs = torch.cumsum(F.softmax(sorted_logits, dim=-1), dim=-1)\n'
             '    sorted_indices_to_remove = cumulative_probs >= top_p\n'
@@ -1372,21 +1190,15 @@ _LATER = {
             '    indices_to_remove = sorted_indices_to_remove.scatter(-1, sorted_indices, sorted_indices_to_remove)\n'
             "    logits[indices_to_remove] = float('-inf')\n"
             '    return logits\n'
-            , 'https://github.com/neuralmagic/deepsparse/pull/1414; https://github.com/guidance-ai/guidance/pull/1327 (code of https://github.com/lucidrains/DALLE-pytorch/issues/318)', 'top_p = 1 keeps every token'),
+        ), 'https://github.com/neuralmagic/deepsparse/pull/1414; https://github.com/guidance-ai/guidance/pull/1327 (code of https://github.com/lucidrains/DALLE-pytorch/issues/318)', 'top_p = 1 keeps every token'),
     },
     'sample_next_token': {
-        'nanogpt_divide_by_zero_temperature': (
-            'def sample_next_token(logits, temperature=1.0, top_p=1.0):\n'
-            '    if temperature < 0:\n'
-            "        raise ValueError(f'temperature must be >= 0, got {temperature}')\n"
+        'nanogpt_divide_by_zero_temperature': (_SAMPLE + _T_CHECK + (
             '    logits = logits / temperature\n'
             '    probs = F.softmax(top_p_filter(logits, top_p), dim=-1)\n'
             '    return torch.multinomial(probs, num_samples=1).squeeze(-1)\n'
-            , 'https://github.com/karpathy/nanoGPT/pull/739 (fixes #738); https://github.com/turboderp/exllama/issues/226', 'temperature 0 means greedy'),
-        'mlxvlm_one_row_sort_order': (
-            'def sample_next_token(logits, temperature=1.0, top_p=1.0):\n'
-            '    if temperature < 0:\n'
-            "        raise ValueError(f'temperature must be >= 0, got {temperature}')\n"
+        ), 'https://github.com/karpathy/nanoGPT/pull/739 (fixes #738); https://github.com/turboderp/exllama/issues/226', 'temperature 0 means greedy'),
+        'mlxvlm_one_row_sort_order': (_SAMPLE + _T_CHECK + (
             '    if not 0 < top_p <= 1:\n'
             "        raise ValueError(f'top_p must be in (0, 1], got {top_p}')\n"
             '    if temperature == 0:\n'
@@ -1398,12 +1210,10 @@ _LATER = {
             '    top_probs = torch.where(cumulative_probs > 1 - top_p, sorted_probs, torch.zeros_like(sorted_probs))\n'
             '    sorted_token = torch.multinomial(top_probs, num_samples=1).squeeze(-1)\n'
             '    return sorted_indices[sorted_token]\n'
-            , 'https://github.com/Blaizzy/mlx-vlm/pull/1094; code of https://github.com/ml-explore/mlx-examples (llms/mlx_lm/sample_utils.py, top_p_sampling)', 'outside its own nucleus'),
+        ), 'https://github.com/Blaizzy/mlx-vlm/pull/1094; code of https://github.com/ml-explore/mlx-examples (llms/mlx_lm/sample_utils.py, top_p_sampling)', 'outside its own nucleus'),
     },
     'generate': {
-        'medevalkit_inverted_do_sample': (
-            '@torch.no_grad()\n'
-            'def generate(model, prompt, max_new_tokens, temperature=1.0, top_p=1.0):\n'
+        'medevalkit_inverted_do_sample': (_GEN + (
             '    if temperature < 0:\n'
             "        raise ValueError(f'temperature must be >= 0, got {temperature}')\n"
             '    do_sample = False if temperature else True\n'
@@ -1414,7 +1224,7 @@ _LATER = {
             '        out = torch.cat([out, nxt[:, None]], dim=1)\n'
             '        logits, past = model(nxt[:, None], past)\n'
             '    return out\n'
-            , 'https://github.com/alibaba-damo-academy/MedEvalKit/pull/2', 'always taken (greedy)'),
+        ), 'https://github.com/alibaba-damo-academy/MedEvalKit/pull/2', 'always taken (greedy)'),
     },
 }
 # deepsparse's top-p changes the logits it is given in place; the grader does not judge that (a judged kernel

@@ -182,10 +182,14 @@ def _rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, *, ha
     i = torch.arange(d // 2, dtype=torch.float64)
     power = {"2i": 2 * i / d, "i": i / d}[exponent]
     p = positions.to(torch.float64)
-    angles = (p if diagonal else p[:, None]) * base ** (-power) * sign
+    return _rotate(x, (p if diagonal else p[:, None]) * base ** (-power) * sign, halves=halves)
+
+
+def _rotate(x: torch.Tensor, angles: torch.Tensor, *, halves: bool = False) -> torch.Tensor:
+    """``x`` rotated pair by pair by ``angles`` (their cosines and sines cast to ``x``'s dtype)."""
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     if halves:
-        first, second = x[..., : d // 2], x[..., d // 2:]
+        first, second = x[..., : x.size(-1) // 2], x[..., x.size(-1) // 2:]
         return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
     even, odd = x[..., 0::2], x[..., 1::2]
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
@@ -236,11 +240,8 @@ def _rope_half_precision(x: torch.Tensor, positions: torch.Tensor, base: float) 
     inv_freq = (base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)).to(x.dtype)
     in_dtype = positions.to(x.dtype)[:, None] * inv_freq
     rounded = positions.double()[:, None] * inv_freq.double()
-    even, odd = x[..., 0::2], x[..., 1::2]
-    out = {}
-    for label, angles in (("the angles are computed", in_dtype), ("the frequencies are rounded", rounded)):
-        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-        out[label] = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+    out = {label: _rotate(x, angles)
+           for label, angles in (("the angles are computed", in_dtype), ("the frequencies are rounded", rounded))}
     return {f"{label} in {str(x.dtype).replace('torch.', '')}, x's own dtype: with 8 significant bits the angle "
             f"at position {int(positions.max())} is off by whole radians. Compute the frequencies and angles in "
             f"float32 or float64 and cast only cos and sin ({SECTION_ROPE}).": value for label, value in out.items()}
@@ -469,8 +470,8 @@ def check_GroupedQueryAttention(ns: dict[str, Any]) -> None:  # noqa: N802 (the 
         _gradients(got, expected, mine, reference, what, 8050)
     # On another device (meta stands in for a GPU): the positions and the mask are made on x's device.
     meta = torch.device("meta")
-    mine, _ = _pair(ns, "GroupedQueryAttention", 16, 4, 2, gen=gen, deps=deps)
-    mine = mine.to(meta)
+    with reference_for(ns, **upstream(*deps)):
+        mine = construct(student_name(ns, "GroupedQueryAttention"), "GroupedQueryAttention", 16, 4, 2).to(meta)
     x = torch.empty(2, 3, 16, device=meta)
     past = (torch.empty(2, 2, 4, 4, device=meta), torch.empty(2, 2, 4, 4, device=meta))
     for args, label in (((x,), "no cache"), ((x, past), "a cache of 4 tokens")):
@@ -921,11 +922,12 @@ def check_sample_next_token(ns: dict[str, Any]) -> None:
         draws = as_tensor(draws, what)
         for i in range(2):
             mine = torch.bincount(draws[i * half:(i + 1) * half], minlength=vocab).double() / half
-            outside = mine[_distribution(rows[i], 1.0, 0.5) == 0].sum().item()
+            nucleus = _distribution(rows[i], 1.0, 0.5)
+            outside = mine[nucleus == 0].sum().item()
             if outside > 0:
                 raise AssertionError(f"{what}: {outside:.1%} of row {i}'s draws are outside its own nucleus: sort, "
                                      f"filter and draw each row on its own (along the last axis) ({SECTION_SAMPLE}).")
-            if not _matches(mine, _distribution(rows[i], 1.0, 0.5), half):
+            if not _matches(mine, nucleus, half):
                 raise AssertionError(f"{what}: row {i}'s draws do not follow softmax(top_p_filter(its logits, 0.5)); "
                                      f"each row is sampled from its own distribution ({SECTION_SAMPLE}).")
         try:
