@@ -665,12 +665,28 @@ def answers_08(variant: int = 0, **mistakes: str) -> dict[str, str]:
     return answers
 
 
+# Answers in words (the questions at the end of each notebook), as students type them; the grader
+# leaves them to the instructor (awaiting), and a question left unanswered gets 0 automatically.
+WRITTEN_ADA_01 = {
+    "question_stable_softmax": "Subtracting the max is the same as multiplying top and bottom by exp(-max), which "
+                               "cancels. Without it exp(1000) is inf in float32 and inf/inf is nan, so the row is nan.",
+    "question_toy_attention": "With W_Q = W_K = I the score is just the dot product of the embeddings, a similarity, "
+                              "so each word matches itself and words like it best. Learned projections let a word "
+                              "look for something else, like a verb looking for its subject.",
+}
+WRITTEN_BEN_02 = {
+    "question_scale": "About 0.96 without scaling, 0.25 with it. Softmax is almost one-hot, so its gradient is "
+                      "almost zero and the scores stop learning.",
+    "question_mask_before_softmax": "Zeroing after the softmax would leave rows that do not sum to 1.",
+}
+WRITTEN_DEV_01 = {"question_stable_softmax": "It makes the numbers smaller so the softmax is more accurate."}
+
 CLASS = {
-    "ada": {A01: answers_01(), A02: {"scaled_dot_product_attention": SDPA_OK},
+    "ada": {A01: {**answers_01(), **WRITTEN_ADA_01}, A02: {"scaled_dot_product_attention": SDPA_OK},
             A03: answers_03(), A04: answers_04(), A05: answers_05(), A06: answers_06(), A07: answers_07(),
             A08: answers_08()},
     "ben": {A01: answers_01(SOFTMAX_F64, SCORES_EINSUM, SELF_ATTENTION_BUILTIN, MODULE_EINSUM),
-            A02: {"scaled_dot_product_attention": SDPA_STYLES},
+            A02: {"scaled_dot_product_attention": SDPA_STYLES, **WRITTEN_BEN_02},
             A03: answers_03(SPLIT_UNFLATTEN, COMBINE_FLATTEN, MHA_INLINE),
             A04: answers_04(causal=CAUSAL_ARANGE, decoder=DECODER_LOGICAL),
             A05: answers_05(PE_FN_EXP_LOG, PE_MODULE_3D, EMBED_POW),
@@ -682,7 +698,7 @@ CLASS = {
     "cho": {A01: {"softmax": SOFTMAX_OK, "attention_scores": SCORES_OK}, A02: {},
             A03: answers_03(), A04: "missing", A05: {},
             A06: {"PositionwiseFeedForward": ("methods", FFN_OK)}, A07: "missing"},
-    "dev": {A01: answers_01(softmax=SOFTMAX_UNSTABLE), A02: {"scaled_dot_product_attention": SDPA_NO_SCALE},
+    "dev": {A01: {**answers_01(softmax=SOFTMAX_UNSTABLE), **WRITTEN_DEV_01}, A02: {"scaled_dot_product_attention": SDPA_NO_SCALE},
             A03: answers_03(split=SPLIT_NO_TRANSPOSE), A04: answers_04(causal=CAUSAL_SUBSEQUENT),
             A05: answers_05(fn=PE_FN_SWAPPED),
             A06: answers_06(enc=ENC_PRE_LN, decoder=DECODER_NOT_CHAINED, ln=LN_UNBIASED),

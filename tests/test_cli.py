@@ -127,10 +127,49 @@ def test_grade_one_assignment_grades_reports_and_counts_that_one_only(repo, tmp_
     assert [(g["student_id"], g["assignment"], g["score"], g["max_score"], g["status"]) for g in grades] == [
         ("ana", "02_scaled_dot_product", "8", "8", "graded"), ("bo", "02_scaled_dot_product", "0", "8", "missing")]
     assert (out / "lms.csv").read_text().splitlines() == [
-        "student_id,02_scaled_dot_product (8),total (8)", "ana,8,8", "bo,0,0"]
+        "student_id,02_scaled_dot_product (8),total (8),02_scaled_dot_product written (4)", "ana,8,8,", "bo,0,0,"]
     assert main(["report", str(out)]) == 0
     page = (out / "report" / "index.html").read_text()
     assert "02_scaled_dot_product" in page and "01_self_attention" not in page
     capsys.readouterr()
     assert main(["grade", str(submitted), "--out", str(out), "--assignment", "2_scaled"]) == 2
     assert "the course has 01_self_attention, 02_scaled_dot_product" in capsys.readouterr().err
+
+
+def test_written_answers_keep_their_points_until_the_answer_changes(repo, tmp_path):
+    """Points given in formgrader (here through nbgrader's Gradebook API, as formgrader writes them)
+    survive a regrade of the same answers; an answer the student changed awaits grading again."""
+    import csv
+    import json
+
+    from nbgrader.api import Gradebook
+
+    from transformer_course.grading.batch import ClassBook
+
+    a02 = "02_scaled_dot_product"
+    notebook = tmp_path / "submitted" / "ana" / a02 / f"{a02}.ipynb"
+    notebook.parent.mkdir(parents=True)
+    shutil.copyfile(repo.solutions / f"{a02}.ipynb", notebook)  # the model answers, in words too
+    out = tmp_path / "out"
+    grade = ["grade", str(tmp_path / "submitted"), "--out", str(out), "--assignment", "02", "--workers", "1",
+             "--timeout", str(GRADING_TIMEOUT)]
+    assert main(grade) == 0
+    first, second = (q.grade_id for q in repo.assignment(a02).questions)
+    book = ClassBook(out / "nbgrader", repo)
+    with Gradebook(book.coursedir.db_url, book.coursedir.course_id) as gb:
+        gb.find_grade(first, a02, a02, "ana").manual_score = 2
+        gb.find_grade(second, a02, a02, "ana").manual_score = 1
+        gb.db.commit()
+    assert main(grade + ["--regrade"]) == 0  # the same answers, graded again: the points stay
+    row = next(csv.DictReader((out / "grades.csv").open()))
+    assert (row["manual_score"], row["manual_max_score"], row["manual_status"]) == ("3", "4", "graded")
+    nb = json.loads(notebook.read_text())
+    cell = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == second)
+    cell["source"] = "A different answer."
+    notebook.write_text(json.dumps(nb))
+    assert main(grade) == 0  # a changed notebook: graded again; its changed answer awaits
+    row = next(csv.DictReader((out / "grades.csv").open()))
+    assert (row["manual_score"], row["manual_status"]) == ("", "awaiting")
+    with Gradebook(book.coursedir.db_url, book.coursedir.course_id) as gb:
+        assert gb.find_grade(first, a02, a02, "ana").manual_score == 2
+        assert gb.find_grade(second, a02, a02, "ana").needs_manual_grade

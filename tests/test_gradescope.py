@@ -66,6 +66,9 @@ def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):
     assert correct["score"] == sum(maxima.values())
     assert {t["name"]: (t["score"], t["max_score"]) for t in correct["tests"]} == {e: (m, m) for e, m in maxima.items()}
     assert all(t["visibility"] == "after_published" for t in correct["tests"])
+    # The answers in words are Gradescope's manual grading: not tests, and the output says so.
+    written = repo.assignment(A01).manual_max_score
+    assert written > 0 and f"answers in words ({written:g} points) are graded by hand" in correct["output"]
 
     wrong = _run(bundle, tmp_path / "wrong", {"my upload.ipynb":
                                              (repo.sample_class / "dev" / A01 / f"{A01}.ipynb").read_bytes()})

@@ -63,7 +63,7 @@ def test_csv_files_have_one_row_per_student_assignment_and_exercise(graded, repo
     with open(out / "grades.csv") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by",
-                             "late_penalty", "final_score"]
+                             "late_penalty", "final_score", "manual_score", "manual_max_score", "manual_status"]
     assert {(r["student_id"], r["assignment"]) for r in rows} == set(results)
     assert len(rows) == len(students) * len(repo.assignments())
     with open(out / "exercises.csv") as f:
@@ -251,3 +251,50 @@ def test_limits_are_measured_on_the_solution_once_per_machine(repo, tmp_path, mo
     limits.save(cache, kept)
     assert Grader(tmp_path / "b", repo, 60, only=assignment.name).calibrate(assignment) == kept
     cache.unlink()
+
+
+def test_written_answers_await_the_instructor_then_show_the_points_given(graded, repo, tmp_path):
+    """Answers in words on the sample class: awaiting (not zero, not full) in grades.csv, lms.csv,
+    results.json and the report; the points an instructor gives in formgrader (written here through
+    nbgrader's Gradebook API, as formgrader writes them) show after `transformer-course report`,
+    which grades nothing again. A question left unanswered has 0 without waiting."""
+    import json
+
+    from nbgrader.api import Gradebook
+
+    from transformer_course.cli import main
+    from transformer_course.grading.batch import ClassBook
+
+    a01 = "01_self_attention"
+    out = tmp_path / "out"
+    shutil.copytree(graded[1], out)
+
+    def tables() -> tuple[dict, dict, dict]:
+        with open(out / "grades.csv") as f:
+            grades = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+        with open(out / "lms.csv") as f:
+            lms = {r["student_id"]: r for r in csv.DictReader(f)}
+        results = {(r["student_id"], r["assignment"]): r for r in json.loads((out / "results.json").read_text())}
+        return grades, lms, results
+
+    column = f"{a01} written ({repo.assignment(a01).manual_max_score:g})"
+    grades, lms, results = tables()
+    assert (grades[("ada", a01)]["manual_status"], grades[("ada", a01)]["manual_score"]) == ("awaiting", "")
+    assert lms["ada"][column] == "" and results[("ada", a01)]["manual_score"] is None
+    assert (grades[("cho", a01)]["manual_status"], grades[("cho", a01)]["manual_score"]) == ("graded", "0")
+    assert grades[("ivy", a01)]["manual_status"] == ""  # unreadable: nothing to grade by hand
+    assert main(["report", str(out)]) == 0
+    assert "written awaiting" in (out / "report" / "index.html").read_text()
+
+    book = ClassBook(out / "nbgrader", repo)
+    first, second = (q.grade_id for q in repo.assignment(a01).questions)
+    with Gradebook(book.coursedir.db_url, book.coursedir.course_id) as gb:
+        gb.find_grade(first, a01, a01, "ada").manual_score = 2
+        gb.find_grade(second, a01, a01, "ada").manual_score = 1.5
+        gb.db.commit()
+    assert main(["report", str(out)]) == 0
+    grades, lms, results = tables()
+    assert (grades[("ada", a01)]["manual_status"], grades[("ada", a01)]["manual_score"]) == ("graded", "3.5")
+    assert lms["ada"][column] == "3.5" and results[("ada", a01)]["manual_score"] == 3.5
+    assert grades[("ada", a01)]["score"] == "11"  # the autograded score is apart
+    assert "written 3.5 / 4" in (out / "report" / "index.html").read_text()

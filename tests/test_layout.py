@@ -83,3 +83,15 @@ def test_every_module_has_its_role_and_the_grader_never_imports_the_quality_suit
         quality = sorted(m for m in edges[name] if m.startswith("transformer_course.quality"))
         assert not quality, f"{name} imports the quality suite: {quality}"
     assert any(m.startswith("transformer_course.grading") for m in edges["transformer_course.cli"])
+
+
+def test_every_question_in_words_has_a_rubric_in_the_instructors_guide(repo):
+    """docs/instructors.md's rubric table lists each question of the sources, with its notebook and
+    points, and nothing else: the two cannot drift apart."""
+    import re
+
+    text = (repo.root / "docs" / "instructors.md").read_text()
+    rows = {m[0]: (m[1], float(m[2])) for m in re.findall(r"^\| `(question_\w+)` \| (\d\d) \| ([\d.]+) \|", text, re.M)}
+    expected = {q.grade_id: (a.name[:2], q.points) for a in repo.assignments() for q in a.questions}
+    assert rows == expected
+    assert all(len(a.questions) >= 2 for a in repo.assignments())

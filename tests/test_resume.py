@@ -74,7 +74,7 @@ def test_a_changed_submission_is_graded_again(repo, tmp_path, small_class):
     assert ada.status == "invalid"
     with open(out / "lms.csv") as f:
         lms = list(csv.reader(f))
-    assert lms[0][0] == "student_id" and lms[0][-1].startswith("total")
+    assert lms[0][0] == "student_id" and any(h.startswith("total") for h in lms[0])
     assert [row[0] for row in lms[1:]] == ["ada", "bob"]
 
 

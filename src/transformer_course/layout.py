@@ -109,6 +109,15 @@ class TestCell:
 
 
 @dataclass(frozen=True)
+class Question:
+    """A question answered in words: an nbgrader manually graded answer cell (markdown,
+    ``solution`` and ``grade``), which the instructor grades (formgrader), not the grader."""
+
+    grade_id: str
+    points: float
+
+
+@dataclass(frozen=True)
 class Assignment:
     """One nbgrader assignment: a folder under ``autograder/source`` with one notebook."""
 
@@ -161,9 +170,10 @@ class Assignment:
 
     @property
     def tests(self) -> list[TestCell]:
+        """The autograded test cells (``grade`` without ``solution``)."""
         cells = []
         for meta in self._cells:
-            if meta.get("grade"):
+            if meta.get("grade") and not meta.get("solution"):
                 gid = meta["grade_id"]
                 cells.append(TestCell(gid, float(meta.get("points", 0)), exercise_of(gid, self.exercises),
                                       _only_hidden(meta["source"])))
@@ -185,8 +195,20 @@ class Assignment:
                         found[test.exercise].append(name)
         return found
 
+    @property
+    def questions(self) -> list[Question]:
+        """The questions answered in words, in notebook order (``grade`` and ``solution``)."""
+        return [Question(m["grade_id"], float(m.get("points", 0))) for m in self._cells
+                if m.get("grade") and m.get("solution")]
+
     def max_score(self, exercise: str | None = None) -> float:
+        """Points of the autograded tests (of ``exercise``, or all); written answers are apart."""
         return sum(t.points for t in self.tests if exercise in (None, t.exercise))
+
+    @property
+    def manual_max_score(self) -> float:
+        """Points of the questions answered in words, graded by hand."""
+        return sum(q.points for q in self.questions)
 
 
 def _only_hidden(source: str) -> bool:

@@ -580,3 +580,35 @@ print(f"max |mine - built-in| = {(mine - builtin).abs().max().item():.2e}")
 # The weights above came from tiny 4-dimensional vectors. With `d_k = 512`, dot products
 # become so large that softmax puts almost all weight on one key and gradients vanish.
 # Notebook 02 measures this and fixes it with the $1/\sqrt{d_k}$ scale, and adds masks.
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). Your `softmax` subtracts each row's maximum before `exp`. Why does this
+# leave the result unchanged, and what happens without it to a row of scores such as `[1000.0, 999.0]`
+# in float32?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_stable_softmax", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Subtracting a constant $m$ from every score multiplies the numerator and the denominator by the same
+# factor $e^{-m}$, which cancels: $\mathrm{softmax}(x - m) = \mathrm{softmax}(x)$. Without it,
+# `exp(1000)` overflows float32 (whose largest value is about $3.4 \times 10^{38}$, reached near
+# $e^{88.7}$) to `inf`, and `inf / inf` is `nan`: the row becomes `[nan, nan]`. With the shift the
+# exponents are $e^{0} = 1$ and $e^{-1} \approx 0.37$, and the row is `[0.73, 0.27]`; only tiny terms
+# can underflow to 0, which is harmless.
+
+# %% [markdown]
+# **Question 2** (2 points). In section 5, with $W_Q = W_K = I$, each word attends mostly to itself
+# and to words of its own kind. Why does that follow from the identity projections? Name one thing
+# that learned projections ($W_Q \ne W_K$) make possible and the identity does not.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_toy_attention", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# With identity projections the score of word $i$ for word $j$ is the dot product of their embeddings,
+# a similarity: words that share a feature axis score high, and $x_i \cdot x_i = \lVert x_i \rVert^2$
+# is usually the largest in its row, so the diagonal and same-kind words dominate. The scores are also
+# symmetric ($s_{ij} = s_{ji}$). Learned projections give $x_i W_Q W_K^\top x_j$, which need not be
+# symmetric or a similarity: a query can ask for something other than what the word is, e.g. a verb
+# looking for its subject ("sat" attending to "cat" more than to itself).

@@ -383,3 +383,34 @@ plt.show()
 print("Notice: the upper triangle and the padding columns are exactly 0; every row sums to 1. "
       "The padding rows still attend to the real tokens: their outputs are computed, then ignored "
       "by the loss.")
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). From your plot in section 1: at $d_k = 1024$, what was the typical
+# largest softmax weight over 16 keys without the scale, and with it? Why does a weight that close to
+# 1 stop the model from learning where to look?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_scale", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# In my run, about 0.96 without the scale and about 0.25 with it (1/16 = 0.06 would be uniform).
+# Unscaled scores have variance $d_k = 1024$ (a standard deviation of 32), so one key wins by a wide
+# margin and the softmax is nearly one-hot. Its gradient $\partial p_i / \partial s_j =
+# p_i(\delta_{ij} - p_j)$ is then nearly zero everywhere (every $p$ is close to 0 or 1), so the loss
+# sends almost no signal back to the scores: the queries and keys stop changing. Dividing by
+# $\sqrt{d_k}$ brings the variance back to 1.
+
+# %% [markdown]
+# **Question 2** (2 points). The mask sets blocked scores to $-\infty$ *before* the softmax. Why not
+# compute the softmax first and set the blocked weights to 0 afterwards? What would go wrong, for
+# example for a padded sentence?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_mask_before_softmax", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# $e^{-\infty} = 0$, so a blocked key gets exactly zero weight and the softmax renormalises over the
+# allowed keys: each row still sums to 1. Zeroing after the softmax removes the blocked keys' share
+# without renormalising, so rows sum to less than 1 and the output shrinks by that share. The loss
+# depends on the masked positions: a padded sentence's outputs would change with the amount of
+# padding, i.e. with the longest sentence in its batch.

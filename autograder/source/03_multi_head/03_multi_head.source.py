@@ -562,3 +562,34 @@ print(f"Notice: on log-log axes a cost that grows as L² is a line of slope 2. T
       f"L = {lengths[-2]}..{lengths[-1]} is {slope:.2f}. The ratios at shorter lengths also carry fixed "
       "per-call costs, cache effects and noise; compare them between two runs. The memory panel is the "
       "formula, not a measurement.")
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). Splitting $D = 512$ into 8 heads of $d_k = 64$: how do the number of
+# parameters and the multiply-adds compare with a single head of 512? What do eight heads give that
+# one head cannot?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_heads_cost", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# The same: $W_Q, W_K, W_V, W_O$ are $D \times D$ whatever the number of heads, and the scores cost $h
+# \cdot L^2 \cdot d_k = L^2 D$ multiply-adds either way (only the number of softmaxes grows, $h L^2$
+# exponentials). What changes is that each position gets $h$ separate attention distributions: one
+# head must average everything it needs into one weighting, while eight can look at different
+# positions for different reasons (the previous word, the subject, a matching word) and $W_O$ combines
+# them.
+
+# %% [markdown]
+# **Question 2** (2 points). Why does `split_heads` reshape `(B, L, D)` to `(B, L, h, d_k)` and then
+# transpose, instead of reshaping straight to `(B, h, L, d_k)`?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_split_heads", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# A reshape keeps the order of the numbers in memory. In `(B, L, D)` each position's $D$ features are
+# contiguous, so `(B, L, h, d_k)` cuts each position's features into $h$ chunks: chunk $i$ is head
+# $i$'s. The transpose then only moves the head axis forward. Reshaping straight to `(B, h, L, d_k)`
+# would give "head 0" the first $L \cdot d_k$ numbers, i.e. all the features of the first $L/h$
+# positions: heads would mix positions and features, and attention would compare the wrong things
+# (with no error raised).

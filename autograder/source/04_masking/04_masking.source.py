@@ -401,3 +401,33 @@ for ax, (title, m) in zip(axes, masks.items(), strict=True):
 plt.show()
 print("Notice: the decoder mask is the cell-wise AND of the other two; the pad rows see only real "
       "tokens, so no row is fully blocked here.")
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). A sentence of 3 tokens is padded to 5 in a batch. Without a padding mask,
+# what changes in the encoder's output for its 3 real tokens, and why would the same sentence then be
+# translated differently in another batch?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_padding_mask", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# The pad positions have keys like any other token, so every real token gives them some attention
+# weight and mixes the pad's value vector into its output. How much depends on how many pads there
+# are, which depends on the longest sentence in the batch: in another batch the same sentence gets a
+# different amount of padding, different encodings and possibly a different translation. With the mask
+# the real tokens' outputs are the same whatever the padding.
+
+# %% [markdown]
+# **Question 2** (2 points). Training computes every target position in one pass. What would the
+# decoder learn if the causal mask were left out during training, and what would happen when it
+# translates?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_causal_mask", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# The decoder input is the target shifted right, so without the mask position $t$ can see token $t+1$:
+# the very label it must predict. It learns to copy it, the training loss falls close to 0, and it
+# learns little about translating. When it translates, tokens are generated one at a time and the
+# future ones do not exist yet, so the shortcut it relied on is gone and its output is poor: training
+# and use no longer match.

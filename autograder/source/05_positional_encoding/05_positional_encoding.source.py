@@ -576,3 +576,31 @@ best = divmod(int(anti.argmax()), HEADS)
 print(f"Notice: the clearest anti-diagonal is layer {best[0] + 1}, head {best[1] + 1} "
       f"({anti.max().item():.2f} of each query's weight on key 7 - t); a uniform head would put "
       f"1/{LENGTH} = {1 / LENGTH:.2f} there.")
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). Without positional information, attention cannot tell "dog bites man"
+# from "man bites dog" (section 4). Explain why from what self-attention computes.
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_order", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Each output is a weighted sum over all (key, value) pairs, with weights from dot products of the
+# token vectors: nothing in it depends on where a token sits. Permuting the input tokens permutes the
+# outputs the same way (permutation equivariance), so "dog" gets the same vector in both sentences,
+# and so does "man"; only their places in the list differ. Any meaning carried by order is lost.
+# Adding a position vector makes the same word at different positions a different input.
+
+# %% [markdown]
+# **Question 2** (2 points). Why use sines and cosines at geometrically spaced frequencies rather than
+# adding the position number itself (0, 1, 2, ...) to every feature?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_sinusoids", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# The raw position grows without bound: at position 500 it would swamp embeddings of size about 1, and
+# lengths longer than those seen in training give values never seen. Sinusoids stay in $[-1, 1]$; the
+# many frequencies, from fast to slow, give every position a distinct code (like the hands of a
+# clock); and for each frequency, the encoding of position $p + k$ is a fixed rotation of that of $p$,
+# so a relative offset is easy for attention to read from dot products.

@@ -1058,3 +1058,32 @@ plt.tight_layout()
 plt.show()
 print("Notice: positions 0-3 did not move at all (change", f"{moved[:4].max():.1e});",
       "this is what lets training predict every position in parallel (notebook 07).")
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). Each sub-layer computes $\mathrm{LayerNorm}(x + \mathrm{Sublayer}(x))$.
+# What does the residual connection give a deep stack, and why is the normalisation there?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_residual", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# The residual path carries $x$ past the sub-layer unchanged, so gradients reach early layers directly
+# and each sub-layer only has to learn a correction to its input; a deep stack then trains where a
+# plain stack of the same depth would not. The normalisation keeps each position's vector at mean 0
+# and variance 1 (then scaled by learned weights), so the sums do not grow layer after layer and the
+# next layer's dot products stay in a range where the softmax is not saturated.
+
+# %% [markdown]
+# **Question 2** (2 points). In the decoder's cross-attention, which of the queries, keys and values
+# come from the encoder? Why is this the only place where the decoder reads the source sentence?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_cross_attention", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# The queries come from the decoder (the target positions); the keys and values come from the
+# encoder's output (the memory). Each target position asks which source positions matter and takes a
+# weighted sum of their encodings. The decoder's self-attention reads only target tokens and the
+# feed-forward works on one position at a time, so the source enters only here: a model whose
+# cross-attention weights are spread evenly has stopped using the source and is a language model of
+# the target.

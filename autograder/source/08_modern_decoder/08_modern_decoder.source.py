@@ -1703,3 +1703,32 @@ if not GRADING:
     print(f"Notice: at L = {length}, the fastest is {fastest} and the smallest {smallest}; your tiles take "
           f"{tiles:.1f}x the plain form's time for {measured['plain'][1] / measured['your tiles (128)'][1]:.0f}x "
           "less memory: the Python loop pays for each tile, a fused kernel does not.")
+
+# %% [markdown]
+# ## In your own words
+#
+# Answer in a few sentences each, in the cell below each question; where a question asks for your own
+# numbers, quote them from your run. These answers are graded by hand.
+
+# %% [markdown]
+# **Question 1** (2 points). Section 12 trains the same stack post-LN and pre-LN at a high learning
+# rate without warm-up. What were your two final training losses, and why does pre-LN cope where
+# post-LN does not?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_pre_ln", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# In my run: 4.367 (pre-LN) against 5.820 (post-LN) after 150 steps at 6e-3. In pre-LN the residual
+# stream $x + F(\mathrm{norm}(x))$ is never normalised, so there is an identity path from the loss to
+# every layer and the gradients of early layers stay well scaled. Post-LN normalises after every
+# addition, so gradients pass through every LayerNorm; at the start of training those near the output
+# are large, and a high rate without warm-up makes the updates too big: training stalls or diverges.
+
+# %% [markdown]
+# **Question 2** (2 points). With 4 query heads and 2 key/value heads, how much smaller is the
+# key/value cache than with 4 key/value heads? What does the model give up for it?
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "question_gqa_cache", "locked": false, "points": 2, "schema_version": 3, "solution": true}
+# Half: the cache holds keys and values for each key/value head, layer and position, so it scales with
+# the number of key/value heads. The price is capacity: query heads in a group share one set of keys
+# and values, so they can look for different things but must read them from the same projections. In
+# practice little quality is lost (Ainslie et al., 2023) and generation, which spends its time reading
+# the cache, gets faster and fits longer texts.

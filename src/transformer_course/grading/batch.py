@@ -38,10 +38,11 @@ import tempfile
 import traceback
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from tqdm.auto import tqdm
 
@@ -193,8 +194,12 @@ class ClassBook:
     def record(self, assignment: Assignment, payload: dict) -> None:
         result = payload["result"]
         student = result["student_id"]
+        name = f"{assignment.notebook}.ipynb"
+        questions = {q.grade_id for q in assignment.questions}
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             gb.update_or_create_student(student)
+            kept = self._kept(gb, assignment, student, payload.get("autograded")) if questions else {}
+            given = answers(payload["autograded"]) if questions and payload.get("autograded") else {}
             try:
                 gb.remove_submission(assignment.name, student)
             except MissingEntry:
@@ -203,10 +208,19 @@ class ClassBook:
                 gb.add_submission(assignment.name, student)
                 notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
                 for grade in notebook.grades:
-                    grade.auto_score = payload["cells"].get(grade.name, 0.0)
-                    grade.needs_manual_grade = False  # every graded cell here is autograded
+                    if grade.name in questions and not answered(given.get(grade.name)):
+                        grade.auto_score, grade.manual_score, grade.needs_manual_grade = 0.0, None, False
+                    elif grade.name in questions:  # the instructor's: awaiting, or the points given before
+                        grade.auto_score = None
+                        grade.manual_score = kept.get(grade.name, (None, None))[0]
+                        grade.needs_manual_grade = grade.manual_score is None
+                    else:
+                        grade.auto_score = payload["cells"].get(grade.name, 0.0)
+                        grade.needs_manual_grade = False  # an autograded test cell
+                for comment in notebook.comments:
+                    if comment.name in kept:
+                        comment.manual_comment = kept[comment.name][1]
                 gb.db.commit()
-        name = f"{assignment.notebook}.ipynb"
         if payload["autograded"] is not None:
             atomic_write(self.root / "autograded" / student / assignment.name / name, payload["autograded"])
         # The formgrader lists a student under an assignment when nbgrader's submitted/ has it.
@@ -214,6 +228,46 @@ class ClassBook:
             atomic_write(self.root / "submitted" / student / assignment.name / name, payload["submitted"])
         else:
             shutil.rmtree(self.root / "submitted" / student / assignment.name, ignore_errors=True)
+
+    def _kept(self, gb: Gradebook, assignment: Assignment, student: str, autograded: bytes | None
+              ) -> dict[str, tuple[float, str | None]]:
+        """The manual points (and comments) given to answers in words that this new submission
+        leaves unchanged, by grade_id: regrading must not lose them; a changed answer awaits again."""
+        try:
+            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
+        except MissingEntry:
+            return {}
+        given = {g.name: g.manual_score for g in notebook.grades if g.manual_score is not None}
+        comments = {c.name: c.manual_comment for c in notebook.comments}
+        before = self.root / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb"
+        old = answers(before.read_bytes()) if before.is_file() else {}
+        new = answers(autograded) if autograded else {}
+        return {q.grade_id: (given[q.grade_id], comments.get(q.grade_id)) for q in assignment.questions
+                if q.grade_id in given and q.grade_id in new and old.get(q.grade_id) == new[q.grade_id]}
+
+    def written(self, results: list[SubmissionResult], assignments: dict[str, Assignment]) -> None:
+        """Set each result's manual score and status from the gradebook, where formgrader writes
+        the instructor's points: ``graded`` when every question of the notebook has points (the
+        score is their sum), else ``awaiting`` (no score). Nothing for a notebook without
+        questions or one not handed in (missing, unreadable, or not graded for the grader's fault)."""
+        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
+            for r in results:
+                assignment = assignments.get(r.assignment)
+                if assignment is None or not assignment.questions:
+                    continue
+                r.manual_max_score = assignment.manual_max_score
+                if r.status not in ("graded", "crashed"):
+                    continue
+                try:
+                    notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, r.student_id)
+                except MissingEntry:
+                    continue
+                # nbgrader's rule: the instructor's points, else the automatic 0 of an unanswered question
+                given = {g.name: g.auto_score if g.manual_score is None else g.manual_score for g in notebook.grades}
+                scores = [given.get(q.grade_id) for q in assignment.questions]
+                done = all(s is not None for s in scores)
+                r.manual_status = "graded" if done else "awaiting"
+                r.manual_score = float(sum(scores)) if done else None
 
     def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
         """The due date, the submission's time and its late penalty in the gradebook, where nbgrader
@@ -229,6 +283,26 @@ class ClassBook:
             notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, result.student_id)
             notebook.late_submission_penalty = result.late_penalty or None
             gb.db.commit()
+
+
+STUB = "YOUR ANSWER HERE"  # what nbgrader's release puts in an answer cell in words
+
+
+def answered(answer: str | None) -> bool:
+    """Whether an answer in words is there to grade: the cell is present and not the release's stub.
+    An unanswered question gets 0 automatically (the instructor can still give points)."""
+    return answer is not None and answer.strip() not in ("", STUB)
+
+
+def answers(notebook: bytes) -> dict[str, str]:
+    """The answers in words of a notebook (its manually graded cells' text), by grade_id."""
+    try:
+        nb = nbformat.reads(notebook.decode("utf-8", errors="replace"), as_version=4)
+    except Exception:  # noqa: BLE001 (an unreadable notebook has no answers)
+        return {}
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution") and c.metadata.get("nbgrader", {}).get("grade")
+            and c.metadata["nbgrader"].get("grade_id")}
 
 
 def _as_result(record: dict) -> SubmissionResult:
@@ -465,6 +539,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 book.lateness(assignment, r, deadlines.due(r.assignment))
                 _late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
                              r, deadlines)
+    book.written(results, assignments)
     write_csvs(results, out)
     return results
 
@@ -518,6 +593,20 @@ def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> 
     atomic_write(out / "results" / result["student_id"] / f"{assignment.name}.json", json.dumps(record, indent=1))
 
 
+def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
+    """Read the points of the answers in words again from ``OUT/nbgrader/gradebook.db`` (where
+    formgrader writes the instructor's grading) and rewrite the tables with them; no notebook is
+    graded again. Returns the results, as ``OUT/results.json`` now holds them."""
+    known = {f.name for f in fields(SubmissionResult)}
+    results = []
+    for r in json.loads((out / "results.json").read_text()):
+        r = {k: v for k, v in r.items() if k in known}
+        results.append(SubmissionResult(**{**r, "exercises": [ExerciseResult(**e) for e in r["exercises"]]}))
+    ClassBook(out / "nbgrader", repo).written(results, {a.name: a for a in repo.assignments()})
+    write_csvs(results, out)
+    return results
+
+
 def _csv(rows: Iterable[list[Any]]) -> str:
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows(rows)
@@ -528,11 +617,15 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     """``grades.csv`` (one row per student and assignment), ``exercises.csv`` (per exercise, with
     feedback), ``lms.csv`` (one row per student, one column per assignment: the shape Canvas,
     Moodle and Blackboard import) and ``results.json``; each written atomically."""
+    def manual(r: SubmissionResult) -> list[str]:
+        return ["" if r.manual_score is None else f"{r.manual_score:g}",
+                f"{r.manual_max_score:g}" if r.manual_max_score else "", r.manual_status]
+
     atomic_write(out / "grades.csv", _csv(
         [["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by", "late_penalty",
-          "final_score"]]
+          "final_score", "manual_score", "manual_max_score", "manual_status"]]
         + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status, r.submitted_at,
-            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}"]
+            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}", *manual(r)]
            for r in results]))
     atomic_write(out / "exercises.csv", _csv(
         [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
@@ -543,13 +636,20 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     for r in results:
         by_student.setdefault(r.student_id, {})[r.assignment] = r
     maxima = {a: next(r.max_score for r in results if r.assignment == a) for a in names}
-    rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})"]]
+    # Answers in words: a column of their own per assignment, empty until graded by hand (an LMS
+    # reads an empty cell as "not graded", where a 0 would be a grade).
+    written = {a: top for a in names if (top := max(r.manual_max_score for r in results if r.assignment == a))}
+    rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})",
+             *[f"{a} written ({top:g})" for a, top in written.items()]]]
     for student, mine in sorted(by_student.items()):
         scores = [mine[a].final_score if a in mine else 0.0 for a in names]
-        rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}"])
+        hand = [mine[a].manual_score if a in mine else None for a in written]
+        rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}",
+                     *["" if h is None else f"{h:g}" for h in hand]])
     atomic_write(out / "lms.csv", _csv(rows))
     atomic_write(out / "results.json", json.dumps(
         [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
           "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
-          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due} for r in results],
+          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due, "manual_score": r.manual_score,
+          "manual_max_score": r.manual_max_score, "manual_status": r.manual_status} for r in results],
         indent=1) + "\n")

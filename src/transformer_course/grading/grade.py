@@ -70,6 +70,11 @@ class SubmissionResult:
     status: str  # graded | missing | invalid | crashed | grader-error (GRADER_ERROR)
     reason: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
+    # The questions answered in words, graded by hand (formgrader), read from the class's gradebook
+    # (see batch.ClassBook.written); never part of score, final_score or the late penalty:
+    manual_score: float | None = None  # None until every question of the notebook is graded
+    manual_max_score: float = 0.0
+    manual_status: str = ""  # "" (no questions, or nothing handed in) | awaiting | graded
     # Set where the run has a deadline for the assignment (see deadlines.py):
     submitted_at: str = ""  # ISO 8601, UTC
     late_by: float = 0.0  # hours after the due date; 0 on time
@@ -241,10 +246,12 @@ class Grader:
         return self.work / MOUNTED["writable"] / WORK_STUDENT / assignment.name / f"{assignment.notebook}.ipynb"
 
     def grade_cells(self, assignment: Assignment) -> dict[str, float]:
-        """Points of each graded cell in the gradebook, for the last :meth:`grade` of ``assignment``."""
+        """Points of each autograded test cell in the gradebook, for the last :meth:`grade` of
+        ``assignment`` (the questions answered in words are the instructor's to grade)."""
+        tests = {t.grade_id for t in assignment.tests}
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, WORK_STUDENT)
-            return {g.name: float(g.score or 0.0) for g in notebook.grades}
+            return {g.name: float(g.score or 0.0) for g in notebook.grades if g.name in tests}
 
     def grade(self, student_id: str, assignment: Assignment, submitted: Path, note: str = "",
               feedback_dir: Path | None = None) -> SubmissionResult:

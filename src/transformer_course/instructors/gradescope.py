@@ -97,11 +97,16 @@ def _notebook(submission: Path, expected: str) -> tuple[Path | None, str]:
     return None, f"{len(found)} notebooks and none named {expected}: upload only {expected}."
 
 
-def results_json(result: SubmissionResult, note: str, visibility: str) -> dict:
-    """Gradescope's results.json for one graded notebook: one test per exercise."""
+def results_json(result: SubmissionResult, note: str, visibility: str, written: float = 0.0) -> dict:
+    """Gradescope's results.json for one graded notebook: one test per exercise. ``written``: the
+    points of its questions answered in words, which Gradescope's own manual grading scores (the
+    instructor creates them there); the output says so, and they are not among the tests."""
     tests = [{"name": e.exercise, "score": e.score, "max_score": e.max_score,
               "output": e.feedback or "All tests passed.", "visibility": visibility} for e in result.exercises]
     summary = f"{result.assignment}: {result.score:g} / {result.max_score:g}."
+    if written:
+        summary += (f" The answers in words ({written:g} points) are graded by hand, apart from this score: they "
+                    "await your instructor.")
     return {"score": result.score, "output": " ".join(s for s in (note.strip(), summary, result.reason) if s),
             "stdout_visibility": "hidden", "tests": tests}
 
@@ -125,7 +130,7 @@ def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "
                 result = grader_failure("student", assignment, exc)
             finally:
                 forkserver.stop_all()  # its kernel template mounts the folder about to be removed
-    results = results_json(result, note, visibility)
+    results = results_json(result, note, visibility, assignment.manual_max_score)
     (root / "results").mkdir(parents=True, exist_ok=True)
     (root / "results" / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(results, indent=1))

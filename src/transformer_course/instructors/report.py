@@ -59,6 +59,14 @@ def scores(result: dict) -> tuple[float, float, float]:
     return max(0.0, raw - result.get("late_penalty", 0.0)), raw, sum(e["max_score"] for e in result["exercises"])
 
 
+def _written(result: dict) -> str:
+    """The answers in words of a notebook, for the Scores table ("" where it has none to grade)."""
+    status, top = result.get("manual_status"), result.get("manual_max_score") or 0
+    if status == "graded":
+        return f"; written {result['manual_score']:g} / {top:g}"
+    return f"; written awaiting (of {top:g})" if status == "awaiting" else ""
+
+
 def score_points(results: list[dict]) -> list[tuple[str, float, float, str]]:
     """What the scores figure plots, per notebook: (assignment, final %, raw %, status)."""
     points = []
@@ -160,6 +168,12 @@ def build_report(out: Path) -> Path:
         FileNotFoundError: ``OUT/results.json`` is missing (the class was not graded).
     """
     results = _load(out)
+    if (out / "nbgrader" / "gradebook.db").is_file():  # the instructor's points since the last `grade`
+        from transformer_course.grading.batch import refresh_written
+        from transformer_course.layout import Repo
+
+        refresh_written(out, Repo())
+        results = _load(out)
     folder = out / "report"
     folder.mkdir(parents=True, exist_ok=True)
     figures = _figures(results, folder)
@@ -204,8 +218,9 @@ def build_report(out: Path) -> Path:
                 continue
             final, raw, top = scores(r)
             total, total_max = total + final, total_max + top
-            cells.append(f"{final:g} / {top:g}" + (f" (raw {raw:g})" if raw != final else ""))
+            cells.append(f"{final:g} / {top:g}" + (f" (raw {raw:g})" if raw != final else "") + _written(r))
         score_rows.append([html.escape(student), *cells, f"{total:g} / {total_max:g}"])
+    awaiting = sum(r.get("manual_status") == "awaiting" for r in results)
     timed = any(r.get("submitted_at") for r in results)
     late_html = (_table(["student", "assignment", "due (UTC)", "handed in (UTC)", "late by (h)", "points off", "note"],
                         late_rows)
@@ -224,7 +239,8 @@ built from <code>results.json</code>.</p>
 {images}
 <h2>Scores</h2>
 <p>Final scores, after late penalties (as in <code>lms.csv</code>); the raw score follows where a penalty took
-points off.</p>
+points off. "Written" is the answers in words, graded by hand in formgrader: their points, or
+"awaiting" until every question of the notebook has points ({awaiting} notebooks awaiting).</p>
 {_table(["student", *assignments, "total"], score_rows)}
 <h2>Named mistakes, most frequent first</h2>
 {_table(["exercise", "mistake", "students", "who"], mistake_rows) if mistake_rows else "<p>None.</p>"}

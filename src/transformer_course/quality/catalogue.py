@@ -461,7 +461,7 @@ TRAIN_OK = ("def train_epoch(model, loader, optimizer, scheduler, loss_fn, devic
             "        k = int((labels != model.pad_id).sum())\n        total += loss.item() * k\n        n += k\n    return total / n\n")
 GREEDY_OK = ("@torch.no_grad()\ndef greedy_decode(model, src, max_len, bos_id, eos_id):\n"
              "    src_mask = make_padding_mask(src, model.pad_id)\n    memory = model.encode(src, src_mask)\n"
-             "    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long)\n    done = torch.zeros(src.size(0), dtype=torch.bool)\n"
+             "    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)\n    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)\n"
              "    for _ in range(max_len - 1):\n        h = model.decode(ys, memory, src_mask, make_decoder_mask(ys, model.pad_id))\n"
              "        nxt = model.generator(h[:, -1]).argmax(-1)\n        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n"
              "        ys = torch.cat([ys, nxt[:, None]], 1)\n        done |= nxt == eos_id\n        if done.all():\n            break\n    return ys\n")
@@ -509,7 +509,7 @@ CORRECT.update({
         "while": GREEDY_OK.replace("    for _ in range(max_len - 1):\n", "    while ys.size(1) < max_len:\n"),
         # The causal mask alone for the target (as the notebook's hint words it): generated tokens
         # are never <pad> before a row ends, so target padding changes nothing here.
-        "causal_only_target": "from course_blocks import make_causal_mask\n\n" + GREEDY_OK.replace("make_decoder_mask(ys, model.pad_id)", "make_causal_mask(ys.size(1))"),
+        "causal_only_target": "from course_blocks import make_causal_mask\n\n" + GREEDY_OK.replace("make_decoder_mask(ys, model.pad_id)", "make_causal_mask(ys.size(1), ys.device)"),
         # Through forward(src, ys), which builds the same masks itself (bentrevett-style loops).
         "forward": GREEDY_OK.replace("        h = model.decode(ys, memory, src_mask, make_decoder_mask(ys, model.pad_id))\n"
                                      "        nxt = model.generator(h[:, -1]).argmax(-1)\n",
@@ -563,6 +563,10 @@ MISTAKES.update({
             "    return total / n\n", "    if scheduler is not None:\n        scheduler.step()\n    return total / n\n"), "once per batch"),
     },
     "greedy_decode": {
+        # Made on the CPU: on a GPU, decode() meets a CPU tensor (caught on the meta device).
+        "ys_on_cpu": (GREEDY_OK.replace(", device=src.device)", ")"), "is made on the CPU"),
+        "causal_mask_on_cpu": ("from course_blocks import make_causal_mask\n\n" + GREEDY_OK.replace("make_decoder_mask(ys, model.pad_id)", "make_causal_mask(ys.size(1))"),
+                               "is made on the CPU"),
         "no_pad_after_eos": (GREEDY_OK.replace("        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n", ""), "pad_id"),
         "no_early_stop": (GREEDY_OK.replace("        if done.all():\n            break\n", ""), "stop as soon as"),
         "max_len_without_bos": (GREEDY_OK.replace("range(max_len - 1)", "range(max_len)"), "max_len"),
@@ -594,21 +598,21 @@ BEAM_OK = ("@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, eos_i
            "        while max(len(t) for t, _ in beams) < max_len and not all(t[-1] == eos_id for t, _ in beams):\n"
            "            cands = []\n            for tokens, lp in beams:\n"
            "                if tokens[-1] == eos_id:\n                    cands.append((tokens, lp))\n                    continue\n"
-           "                ys = torch.tensor([tokens])\n"
+           "                ys = torch.tensor([tokens], device=src.device)\n"
            "                h = model.decode(ys, memory, mask, make_decoder_mask(ys, model.pad_id))\n"
            "                step = F.log_softmax(model.generator(h[0, -1]), -1)\n"
            "                cands += [(tokens + [v], lp + s) for v, s in enumerate(step.tolist())]\n"
            "            beams = sorted(cands, key=score, reverse=True)[:beam_size]\n"
            "        rows.append(max(beams, key=score)[0])\n"
            "    width = max(len(r) for r in rows)\n"
-           "    return torch.tensor([r + [model.pad_id] * (width - len(r)) for r in rows])\n")
+           "    return torch.tensor([r + [model.pad_id] * (width - len(r)) for r in rows], device=src.device)\n")
 # Batched over rows and hypotheses, with -inf for the empty slots of the first step.
 BEAM_BATCHED = ("@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, eos_id, beam_size=4, length_penalty=0.6):\n"
                 "    B, K, pad = src.size(0), beam_size, model.pad_id\n"
                 "    mask = make_padding_mask(src, pad).repeat_interleave(K, 0)\n"
                 "    memory = model.encode(src, make_padding_mask(src, pad)).repeat_interleave(K, 0)\n"
-                "    ys = torch.full((B * K, 1), bos_id)\n    score_lp = torch.full((B, K), float('-inf'))\n    score_lp[:, 0] = 0\n"
-                "    done = torch.zeros(B, K, dtype=torch.bool)\n    n = torch.zeros(B, K)\n"
+                "    dev = src.device\n    ys = torch.full((B * K, 1), bos_id, device=dev)\n    score_lp = torch.full((B, K), float('-inf'), device=dev)\n    score_lp[:, 0] = 0\n"
+                "    done = torch.zeros(B, K, dtype=torch.bool, device=dev)\n    n = torch.zeros(B, K, device=dev)\n"
                 "    lp = lambda length: ((5 + length) / 6) ** length_penalty\n"
                 "    for t in range(1, max_len):\n        if done.all():\n            break\n"
                 "        logp = model.generator(model.decode(ys, memory, mask, make_decoder_mask(ys, pad))[:, -1]).log_softmax(-1)\n"
@@ -617,12 +621,12 @@ BEAM_BATCHED = ("@torch.no_grad()\ndef beam_search(model, src, max_len, bos_id, 
                 "        cand[..., pad] = torch.where(done, score_lp, cand[..., pad])\n"
                 "        length = torch.where(done[..., None], n[..., None], torch.full_like(cand, t))\n"
                 "        idx = (cand / lp(length)).view(B, -1).topk(K).indices\n"
-                "        beam, tok = idx // V, idx % V\n        r = torch.arange(B)[:, None]\n"
+                "        beam, tok = idx // V, idx % V\n        r = torch.arange(B, device=dev)[:, None]\n"
                 "        score_lp, n = cand.view(B, -1).gather(1, idx), length.view(B, -1).gather(1, idx)\n"
                 "        done = done[r, beam] | (tok == eos_id)\n"
                 "        ys = torch.cat([ys.view(B, K, -1)[r, beam], tok[..., None]], -1).view(B * K, -1)\n"
-                "    best = (score_lp / lp(n)).argmax(-1)\n    out = ys.view(B, K, -1)[torch.arange(B), best]\n"
-                "    return out[:, :1 + int(n[torch.arange(B), best].max())]\n")
+                "    best = (score_lp / lp(n)).argmax(-1)\n    rows = torch.arange(B, device=dev)\n    out = ys.view(B, K, -1)[rows, best]\n"
+                "    return out[:, :1 + int(n[rows, best].max())]\n")
 # Sennrich et al.'s published code style: symbols joined by spaces, merged with a regex that
 # only matches whole symbols.
 BPE_REGEX = ("import re, collections\n\ndef learn_bpe(word_counts, num_merges):\n"
@@ -665,6 +669,9 @@ CORRECT.update({
 
 MISTAKES.update({
     "beam_search": {
+        # Made on the CPU: on a GPU, the first decode() raises, or the result comes back on the CPU.
+        "rows_lists_on_cpu": (BEAM_OK.replace(", device=src.device)", ")"), "is made on the CPU"),
+        "batched_on_cpu": (BEAM_BATCHED.replace(", device=dev)", ")"), "is made on the CPU"),
         "no_length_penalty": (BEAM_OK.replace("/ ((5 + len(h[0]) - 1) / 6) ** length_penalty", ""), "length penalty is missing"),
         "power_penalty": (BEAM_OK.replace("((5 + len(h[0]) - 1) / 6) ** length_penalty", "max(len(h[0]) - 1, 1) ** length_penalty"), "|Y| ** alpha"),
         "extends_finished": (BEAM_OK.replace("                if tokens[-1] == eos_id:\n                    cands.append((tokens, lp))\n                    continue\n", ""),

@@ -20,8 +20,9 @@ from transformer_course.layout import Repo
 
 def load(path: Path) -> dict:
     """Students and their expectations: per assignment the score of every exercise, and
-    optional ``status`` (default ``graded``) and ``feedback`` (words the one-line feedback
-    of that exercise must contain)."""
+    optional ``status`` (default ``graded``), ``feedback`` (words the one-line feedback
+    of that exercise must contain) and ``written`` (the answers in words: ``"awaiting"``, or
+    the points they have)."""
     with open(path, "rb") as f:
         return tomllib.load(f)
 
@@ -77,6 +78,14 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
                     > 1e-6:
                 problems.append(f"{student} {assignment}: final score {row['final_score']}, expected the score "
                                 f"{row['score']} less {penalty:g}")
+            # Answers in words (optional ``written``): "awaiting", or the points given (0 when unanswered).
+            if assignment in spec.get("written", {}):
+                want = spec["written"][assignment]
+                have = row.get("manual_status") if want == "awaiting" else row.get("manual_score")
+                if want == "awaiting" and have != "awaiting" or want != "awaiting" and (
+                        row.get("manual_status") != "graded" or float(have or "nan") != float(want)):
+                    problems.append(f"{student} {assignment}: written answers {row.get('manual_status')!r} "
+                                    f"({row.get('manual_score')!r}), expected {want!r}")
             total = sum(float(r["score"]) for r in got.values())
             if float(row["score"]) != total:
                 problems.append(f"{student} {assignment}: grades.csv says {row['score']}, "
