@@ -197,9 +197,19 @@ class Assignment:
 
     @property
     def questions(self) -> list[Question]:
-        """The questions answered in words, in notebook order (``grade`` and ``solution``)."""
-        return [Question(m["grade_id"], float(m.get("points", 0))) for m in self._cells
-                if m.get("grade") and m.get("solution")]
+        """The questions answered in words, in notebook order (``grade`` and ``solution``).
+
+        Raises:
+            ValueError: for such a cell whose grade_id does not start with ``question_`` (a mistake
+                in the source: an exercise's answer cell is ``solution`` alone).
+        """
+        found = [Question(m["grade_id"], float(m.get("points", 0))) for m in self._cells
+                 if m.get("grade") and m.get("solution")]
+        for q in found:
+            if not q.grade_id.startswith("question_"):
+                raise ValueError(f"{self.name}: cell {q.grade_id!r} is graded by hand (solution and grade); its "
+                                 "grade_id must start with question_")
+        return found
 
     def max_score(self, exercise: str | None = None) -> float:
         """Points of the autograded tests (of ``exercise``, or all); written answers are apart."""

@@ -83,6 +83,7 @@ def convert_sources(repo: Repo) -> list[Assignment]:
         else:
             blocks.unlink(missing_ok=True)
         _ = assignment.tests  # validates that every test cell names an exercise
+        _ = assignment.questions  # and that every question answered in words is named as one
         nb = _normalise(jupytext.read(assignment.source_file), assignment)
         _write_if_changed(assignment.source_notebook, nbformat.writes(nb) + "\n")
     return assignments

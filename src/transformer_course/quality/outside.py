@@ -256,8 +256,9 @@ _PARLAI = (
     _BEAM + "    lp = lambda n: ((5.0 + n) / 6.0) ** length_penalty\n    out = []\n"
     "    for row in src:\n        row = row[None]\n        mask = make_padding_mask(row, model.pad_id)\n"
     "        memory = model.encode(row, mask)\n        K = beam_size\n"
-    "        ys = torch.full((K, 1), bos_id)\n        scores = torch.zeros(K)\n"
-    "        done = torch.zeros(K, dtype=torch.bool)\n        lengths = torch.zeros(K)\n"
+    "        dev = src.device  # ParlAI keeps its beams on the model's device\n"
+    "        ys = torch.full((K, 1), bos_id, device=dev)\n        scores = torch.zeros(K, device=dev)\n"
+    "        done = torch.zeros(K, dtype=torch.bool, device=dev)\n        lengths = torch.zeros(K, device=dev)\n"
     "        for t in range(1, max_len):\n            if done.all():\n                break\n"
     "            h = model.decode(ys, memory.expand(K, -1, -1), mask, make_decoder_mask(ys, model.pad_id))\n"
     "            logprobs = F.log_softmax(model.generator(h[:, -1]), -1)\n            V = logprobs.size(-1)\n"
@@ -273,7 +274,7 @@ _PARLAI = (
     "        best = int((scores / lp(lengths)).argmax())\n"
     "        out.append(ys[best, :1 + int(lengths[best])].tolist())\n"
     "    width = max(len(r) for r in out)\n"
-    "    return torch.tensor([r + [model.pad_id] * (width - len(r)) for r in out])\n")
+    "    return torch.tensor([r + [model.pad_id] * (width - len(r)) for r in out], device=src.device)\n")
 
 CORRECT.update({
     "learn_bpe": {
