@@ -24,6 +24,7 @@ def test_check_prints_the_exercise_table(repo, tmp_path, capsys):
     assert "01_self_attention: 9 / 11" in printed
     assert "ok softmax" in printed and "-- attention_scores" in printed
     assert "axes swapped" in printed
+    assert "Not in this score: 2 questions answered in words (4 points)" in printed
 
 
 @pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")

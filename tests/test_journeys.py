@@ -141,11 +141,15 @@ def test_instructor_grades_with_relative_paths_resumes_regrades_and_exports(scra
     view = run([sys.executable, "-c", FORMGRADER_VIEW], out / "nbgrader", timeout=300)
     assert view.returncode == 0, view.stderr
     shown = eval(view.stdout)  # noqa: S307 (our own script's repr)
-    assert shown["assignments"]["01_self_attention"] == (2, 11.0)
-    assert shown["assignments"]["02_scaled_dot_product"] == (0, 8.0)
-    assert shown["submissions"] == {"ada": (11.0, False), "dev": (8.0, False)}, "nothing needs manual grading"
+    # nbgrader's maximum counts the questions answered in words (4 points in 01 and in 02); both
+    # students answered some in 01, which wait for the instructor (dev left one: 0, not waiting).
+    assert shown["assignments"]["01_self_attention"] == (2, 15.0)
+    assert shown["assignments"]["02_scaled_dot_product"] == (0, 12.0)
+    assert shown["submissions"] == {"ada": (11.0, True), "dev": (8.0, True)}, "answers in words await grading"
     assert shown["students"] == {"ada": 11.0, "dev": 8.0}
     assert shown["cells"]["dev"]["test_softmax_hidden"] == 0 and shown["cells"]["ada"]["test_softmax_hidden"] > 0
+    assert shown["cells"]["dev"]["question_toy_attention"] == 0  # left as the stub
+    assert shown["cells"]["ada"]["question_toy_attention"] == 0  # nbgrader's score until graded: none given
 
     export = run([str(BIN / "nbgrader"), "export"], out / "nbgrader", timeout=300)
     assert export.returncode == 0, export.stderr
