@@ -68,8 +68,10 @@ def test_course_has_stubs_and_no_solutions_hidden_tests_or_reference(repo):
         nb = nbformat.reads(text, as_version=4)
         answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
                    if c.metadata.get("nbgrader", {}).get("solution")}
-        assert list(answers) == assignment.exercises
-        assert all("raise NotImplementedError(" in src for src in answers.values())
+        questions = [q.grade_id for q in assignment.questions]
+        assert list(answers) == assignment.exercises + questions  # the questions in words come last
+        assert all("raise NotImplementedError(" in answers[e] for e in assignment.exercises)
+        assert all(answers[q] == "YOUR ANSWER HERE" for q in questions), "no model answer in the release"
 
 
 def test_provided_files_ship_unchanged_with_course_and_solutions(repo):
