@@ -69,7 +69,8 @@ def _grade(args: argparse.Namespace) -> int:
     print(score_table(results))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     if awaiting := sum(r.manual_status == "awaiting" for r in results):
-        print(f"{awaiting} notebooks have answers in words awaiting your grading: open the formgrader in "
+        print(f"{awaiting} notebook{'s have' if awaiting > 1 else ' has'} answers in words awaiting your grading: "
+              "open the formgrader in "
               f"{args.out}/nbgrader (docs/instructors.md, 'Questions answered in words'); the next `grade` or "
               "`report` reads the points you give")
     failed = [r for r in results if r.status == GRADER_ERROR]

@@ -209,7 +209,8 @@ class ClassBook:
                 notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
                 for grade in notebook.grades:
                     if grade.name in questions and not answered(given.get(grade.name)):
-                        grade.auto_score, grade.manual_score, grade.needs_manual_grade = 0.0, None, False
+                        grade.auto_score, grade.needs_manual_grade = 0.0, False
+                        grade.manual_score = kept.get(grade.name, (None, None))[0]  # an override stays
                     elif grade.name in questions:  # the instructor's: awaiting, or the points given before
                         grade.auto_score = None
                         grade.manual_score = kept.get(grade.name, (None, None))[0]
@@ -243,7 +244,7 @@ class ClassBook:
         old = answers(before.read_bytes()) if before.is_file() else {}
         new = answers(autograded) if autograded else {}
         return {q.grade_id: (given[q.grade_id], comments.get(q.grade_id)) for q in assignment.questions
-                if q.grade_id in given and q.grade_id in new and old.get(q.grade_id) == new[q.grade_id]}
+                if q.grade_id in given and before.is_file() and old.get(q.grade_id) == new.get(q.grade_id)}
 
     def written(self, results: list[SubmissionResult], assignments: dict[str, Assignment]) -> None:
         """Set each result's manual score and status from the gradebook, where formgrader writes
