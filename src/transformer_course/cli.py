@@ -103,9 +103,10 @@ def _check(args: argparse.Namespace) -> int:
         print(exercise_table(result))
         if result.reason:
             print(result.reason)
-        if questions := repo.assignment(result.assignment).questions:
-            print(f"Not in this score: {len(questions)} questions answered in words "
-                  f"({sum(q.points for q in questions):g} points), which your instructor grades by hand.")
+        assignment = repo.assignment(result.assignment)
+        if assignment.questions:
+            print(f"Not in this score: {len(assignment.questions)} questions answered in words "
+                  f"({assignment.manual_max_score:g} points), which your instructor grades by hand.")
     return 1 if result.status == GRADER_ERROR else 0
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.preprocessors import ClearSolutions
 from tqdm.auto import tqdm
 
 from transformer_course.course import mathjax
@@ -286,7 +287,7 @@ class ClassBook:
             gb.db.commit()
 
 
-STUB = "YOUR ANSWER HERE"  # what nbgrader's release puts in an answer cell in words
+STUB = ClearSolutions.text_stub.default_value  # what nbgrader's release puts in an answer cell in words
 
 
 def answered(answer: str | None) -> bool:
