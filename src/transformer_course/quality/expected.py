@@ -81,9 +81,8 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
             # Answers in words (optional ``written``): "awaiting", or the points given (0 when unanswered).
             if assignment in spec.get("written", {}):
                 want = spec["written"][assignment]
-                have = row.get("manual_status") if want == "awaiting" else row.get("manual_score")
-                if want == "awaiting" and have != "awaiting" or want != "awaiting" and (
-                        row.get("manual_status") != "graded" or float(have or "nan") != float(want)):
+                have = (row.get("manual_status"), float(row.get("manual_score") or "nan"))
+                if have != (("awaiting", have[1]) if want == "awaiting" else ("graded", float(want))):
                     problems.append(f"{student} {assignment}: written answers {row.get('manual_status')!r} "
                                     f"({row.get('manual_score')!r}), expected {want!r}")
             total = sum(float(r["score"]) for r in got.values())

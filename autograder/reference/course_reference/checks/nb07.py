@@ -101,9 +101,15 @@ def check_make_teacher_forcing_batch(ns: dict[str, Any]) -> None:
                       "make_teacher_forcing_batch(tgt on a GPU)", f"a tensor it returns ({SECTION_TF})")
 
 
-def _on_meta(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy of ``model`` on the meta device, which stands in for a GPU: it refuses CPU tensors."""
-    return copy.deepcopy(model).to("meta")
+def _decoder_on_a_gpu(ns: dict[str, Any], name: str, model: torch.nn.Module, made: str, **kwargs: Any) -> None:
+    """Run the student's decoder ``name`` with a copy of ``model`` and the source on the meta device,
+    which stands in for a GPU (it refuses CPU tensors). With max_len=1 the loop does not run: an answer
+    whose tensors are all made on the CPU returns a CPU tensor. With 3, a CPU tensor meets the model's.
+    (Code that reads a value first, such as `if finished.all()`, stops there on meta: not judged.)"""
+    model, src = copy.deepcopy(model).to("meta"), torch.zeros(2, 4, dtype=torch.long, device="meta")
+    for max_len in (1, 3):
+        on_another_device(lambda max_len=max_len: ns[name](model, src, max_len, BOS, EOS, **kwargs),
+                          f"{name}(model and src on a GPU, max_len={max_len})", made)
 
 
 def _noam_mistakes(step: int, d_model: int, warmup: int) -> dict[str, float | None]:
@@ -489,12 +495,8 @@ def check_greedy_decode(ns: dict[str, Any]) -> None:
                    "(src (3, 6), rows 1-2 padded)", mistakes,
                    hint=f"Pass the source padding mask to encode and decode, and make_decoder_mask(out, pad_id) "
                         f"to decode ({SECTION_DECODE}).")
-    # On a GPU (meta stands in for one): max_len=1 returns the <bos> column alone; 3 runs the loop.
-    model, src = _on_meta(transformer), torch.zeros(2, 4, dtype=torch.long, device="meta")
-    for max_len in (1, 3):
-        on_another_device(lambda max_len=max_len: ns["greedy_decode"](model, src, max_len, BOS, EOS),
-                          f"greedy_decode(model and src on a GPU, max_len={max_len})",
-                          f"a tensor it creates (the <bos> column, the finished flags or a mask) ({SECTION_DECODE})")
+    _decoder_on_a_gpu(ns, "greedy_decode", transformer,
+                      f"a tensor it creates (the <bos> column, the finished flags or a mask) ({SECTION_DECODE})")
 
 
 def _flat_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -893,12 +895,6 @@ def check_beam_search(ns: dict[str, Any]) -> None:
     assert_matches(_trim(beam(transformer, src, 9, BOS, EOS, beam_size=1, length_penalty=0.6)), expected,
                    "beam_search(beam_size=1) on a small random Transformer",
                    hint=f"With one hypothesis, beam search is greedy decoding ({SECTION_BEAM}).")
-    # On a GPU (meta stands in for one). With max_len=1 the loop does not run: an answer whose
-    # tensors are all made on the CPU returns a CPU tensor. With 3, a CPU tensor meets the model's.
-    # (Code that reads a value first, such as `if finished.all()`, stops there on meta: not judged.)
-    model, src = _on_meta(transformer), torch.zeros(2, 4, dtype=torch.long, device="meta")
-    for max_len in (1, 3):
-        on_another_device(
-            lambda max_len=max_len: ns["beam_search"](model, src, max_len, BOS, EOS, beam_size=2, length_penalty=0.6),
-            f"beam_search(model and src on a GPU, max_len={max_len})",
-            f"a tensor of the hypotheses (their tokens, scores, lengths or row indices) ({SECTION_BEAM})")
+    _decoder_on_a_gpu(ns, "beam_search", transformer,
+                      f"a tensor of the hypotheses (their tokens, scores, lengths or row indices) ({SECTION_BEAM})",
+                      beam_size=2, length_penalty=0.6)
