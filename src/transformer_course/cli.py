@@ -58,7 +58,8 @@ def _grade(args: argparse.Namespace) -> int:
         results = grade_class(_user_path(args.submitted), out, repo, timeout=args.timeout,
                               workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
                               memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
-                              max_output_mb=args.max_output, deadlines=deadlines, only=only)
+                              max_output_mb=args.max_output, deadlines=deadlines, only=only,
+                              max_submission_mb=args.max_submission_mb or None)
     except KeyboardInterrupt:
         print(f"\ninterrupted: what was graded is kept in {args.out}/results/; run the same command "
               "again to grade the rest", file=sys.stderr)
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds a whole notebook may run; later cells are not run (default 1800; 0 = none)")
     p.add_argument("--max-output", type=float, default=10.0, metavar="MCHARS",
                    help="output kept of a whole notebook, millions of characters (default 10)")
+    p.add_argument("--max-submission-mb", type=float, default=50.0, metavar="MIB",
+                   help="a notebook larger than this is refused before it is read (default 50; 0 = no cap)")
     p.add_argument("--due", default=None, metavar="WHEN",
                    help="every assignment's due date, ISO 8601 with its time zone (2026-12-01T23:59:00+01:00); "
                         "lateness comes from nbgrader's timestamp.txt in each submission folder")

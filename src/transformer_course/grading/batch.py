@@ -61,6 +61,7 @@ from transformer_course.grading.grade import (
     one_line,
     zero_scores,
 )
+from transformer_course.grading.intake import DEFAULT_MAX_MB
 from transformer_course.grading.nbgrader_setup import generated_course
 from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
@@ -127,7 +128,7 @@ def invalid_payload(task: Task, assignment: Assignment, payload: Any) -> str:
     result = payload["result"]
     if result.get("student_id") != task.student_id or result.get("assignment") != task.assignment:
         return f"it names {result.get('student_id')!r}/{result.get('assignment')!r}"
-    if result.get("status") not in ("graded", "crashed", "invalid", "missing", GRADER_ERROR):
+    if result.get("status") not in ("graded", "crashed", "invalid", "missing", "refused", GRADER_ERROR):
         return f"status {result.get('status')!r}"
     exercises = result.get("exercises")
     if not isinstance(exercises, list) or [e.get("exercise") if isinstance(e, dict) else None
@@ -148,9 +149,10 @@ def invalid_payload(task: Task, assignment: Assignment, payload: Any) -> str:
     return ""
 
 
-def _missing(task: Task, assignment: Assignment) -> dict:
-    """The payload of a pair with nothing handed in: no kernel, no worker needed."""
-    result = SubmissionResult(task.student_id, task.assignment, "missing", task.note,
+def _missing(task: Task, assignment: Assignment, status: str = "missing") -> dict:
+    """The payload of a pair with nothing to grade (``missing``, or ``refused``: a link, a special file
+    or a notebook over the size cap, never read): no kernel, no worker needed."""
+    result = SubmissionResult(task.student_id, task.assignment, status, task.note,
                               zero_scores(assignment, task.note))
     return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result),
             "fingerprint": task.fingerprint, "autograded": None}
@@ -205,7 +207,7 @@ class ClassBook:
                 gb.remove_submission(assignment.name, student)
             except MissingEntry:
                 pass
-            if result["status"] != "missing":
+            if result["status"] not in ("missing", "refused"):  # refused: nothing of it was read
                 gb.add_submission(assignment.name, student)
                 notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
                 for grade in notebook.grades:
@@ -365,7 +367,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
                 workers: int | None = None, scheduler: str | None = None, regrade: bool = False,
                 memory_mb: int = 4096, notebook_timeout: int = 1800,
                 max_output_mb: float = 10.0, deadlines: Deadlines | None = None,
-                threads: int | None = None, only: list[str] | None = None) -> list[SubmissionResult]:
+                threads: int | None = None, only: list[str] | None = None,
+                max_submission_mb: float | None = DEFAULT_MAX_MB) -> list[SubmissionResult]:
     """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
 
     Args:
@@ -384,6 +387,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
             the scores do not depend on it, which tests/test_grading.py checks).
         only: the assignments to grade, by name or number (``02_scaled_dot_product`` or ``02``);
             the others are neither graded nor reported, nor counted missing. Default: all.
+        max_submission_mb: a notebook larger than this (MiB) is ``refused`` before it is read
+            (None: no cap). So is one that is, or lies below, a symbolic link or a special file.
 
     Returns:
         One result per (student, assignment), sorted by student then assignment.
@@ -401,7 +406,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
                   "max_output_mb": max_output_mb}
         return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines, threads,
-                            chosen)
+                            chosen, max_submission_mb)
 
 
 def selected(repo: Repo, only: list[str] | None) -> list[str] | None:
@@ -464,7 +469,8 @@ def output_lock(out: Path) -> Iterator[None]:
 
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
                  scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None,
-                 threads: int | None = None, only: list[str] | None = None) -> list[SubmissionResult]:
+                 threads: int | None = None, only: list[str] | None = None,
+                 max_submission_mb: float | None = DEFAULT_MAX_MB) -> list[SubmissionResult]:
     assignments = {a.name: a for a in convert_sources(repo) if only is None or a.name in only}
     if unsandboxed := sandbox.warning():
         print(unsandboxed, file=sys.stderr)
@@ -478,9 +484,11 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     tasks, missing = [], []
     where: dict[tuple[str, str], tuple[Path, Path | None]] = {}  # the submission's folder and notebook
     for student_id, assignment, folder in pairs:
-        path, note = find_submission(folder, assignment)
+        handed = find_submission(folder, assignment, max_submission_mb)
+        path, note, data = handed.path, handed.note, handed.data
+        if handed.refused:
+            print(f"warning: {student_id} {assignment.name}: {note}", file=sys.stderr)
         where[(student_id, assignment.name)] = (folder, path)
-        data = path.read_bytes() if path else None
         fingerprint = hashlib.sha256(
             f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
             + (data or b"")).hexdigest()
@@ -500,7 +508,8 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     errors_log = out / ERRORS_LOG
     errors_log.unlink(missing_ok=True)  # this run's failures only
     for task in missing:
-        payload = _missing(task, assignments[task.assignment])
+        status = "refused" if task.note.startswith("refused") else "missing"
+        payload = _missing(task, assignments[task.assignment], status)
         _save(out, book, assignments[task.assignment], payload)
         records[(task.student_id, task.assignment)] = payload
     workers = workers or os.cpu_count() or 1
@@ -536,7 +545,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     if deadlines is not None:
         late.apply(results, where, deadlines)
         for r in results:
-            if r.status not in ("missing", GRADER_ERROR):
+            if r.status not in ("missing", "refused", GRADER_ERROR):
                 assignment = assignments[r.assignment]
                 book.lateness(assignment, r, deadlines.due(r.assignment))
                 _late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",

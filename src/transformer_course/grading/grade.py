@@ -22,7 +22,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import forkserver, intact, workarea
+from transformer_course.grading import forkserver, intact, intake, workarea
 from transformer_course.grading.judge_box import GRADERS_WORK
 from transformer_course.grading.nbgrader_setup import (
     NOTEBOOK_TIME_LIMIT,
@@ -116,17 +116,46 @@ def zero_scores(assignment: Assignment, reason: str) -> list[ExerciseResult]:
     return [ExerciseResult(e, 0.0, assignment.max_score(e), reason) for e in assignment.exercises]
 
 
-def find_submission(folder: Path, assignment: Assignment) -> tuple[Path | None, str]:
-    """The notebook to grade in ``folder`` and a note; a single renamed notebook is accepted."""
-    expected = folder / f"{assignment.notebook}.ipynb"
-    if expected.is_file():
-        return expected, ""
-    others = sorted(folder.glob("*.ipynb")) if folder.is_dir() else []
-    if len(others) == 1:
-        return others[0], f"graded {others[0].name} (expected {expected.name}). "
-    if not folder.is_dir():
-        return None, f"missing: no folder {assignment.name}/ was handed in"
-    return None, f"missing: {expected.name} was not handed in"
+@dataclass
+class Handed:
+    """What a student handed in for one assignment, read by :func:`find_submission`."""
+
+    path: Path | None  # the notebook read (None: missing or refused)
+    data: bytes | None  # its bytes, read without following a link
+    note: str  # how it was found ("graded X.ipynb (expected ...)"), or why there is nothing to grade
+    refused: bool = False  # a link, a special file or over the size cap: ``note`` says which; nothing read
+
+
+def find_submission(folder: Path, assignment: Assignment, max_mb: float | None = intake.DEFAULT_MAX_MB) -> Handed:
+    """The notebook to grade in ``folder`` (``SUBMITTED/<student>/<assignment>``), read, and a note; a
+    single renamed notebook is accepted. Nothing is followed (:mod:`.intake`): a folder or notebook
+    that is a symbolic link or a special file, or a notebook over ``max_mb`` MiB, is refused with a
+    message that names it, and none of it is read."""
+    expected = f"{assignment.notebook}.ipynb"
+    submitted, relative = folder.parent.parent, Path(folder.parent.name, folder.name)
+    kind = intake.describe(folder)
+    if kind == "missing":
+        return Handed(None, None, f"missing: no folder {assignment.name}/ was handed in")
+    if kind == "a regular file":
+        return Handed(None, None, f"missing: {assignment.name} was handed in as a file, not a folder")
+    try:
+        names = dict(intake.listing(submitted, relative))
+    except intake.Refused as exc:
+        return Handed(None, None, f"refused: {exc}", refused=True)
+    note, name = "", expected
+    if expected not in names:
+        others = sorted(n for n in names if n.endswith(".ipynb"))
+        if len(others) != 1:
+            return Handed(None, None, f"missing: {expected} was not handed in")
+        name, note = others[0], f"graded {others[0]} (expected {expected}). "
+    cap = None if max_mb is None else int(max_mb * 2**20)
+    try:
+        data = intake.read(submitted, relative / name, cap)
+    except intake.Refused as exc:
+        return Handed(None, None, f"refused: {exc}", refused=True)
+    except FileNotFoundError:  # removed while the run looked
+        return Handed(None, None, f"missing: {expected} was not handed in")
+    return Handed(folder / name, data, note)
 
 
 def _error_message(output: dict, timeout: int) -> str:

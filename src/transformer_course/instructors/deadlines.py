@@ -190,11 +190,18 @@ def submitted_at(folder: Path | None, notebook: Path | None) -> tuple[dt.datetim
     ``timestamp.txt``. Never raises: an unreadable timestamp falls back to the file's time, said."""
     from nbgrader.utils import parse_utc
 
+    from transformer_course.grading import intake
+
     note = ""
     stamp = folder / TIMESTAMP if folder is not None else None
-    if stamp is not None and stamp.is_file():
+    kind = intake.describe(stamp) if stamp is not None else "missing"
+    if stamp is not None and kind != "missing" and kind != "a regular file":  # a link is not followed
+        note = f"{TIMESTAMP} is {kind}: not read"
+    elif stamp is not None and kind == "a regular file":
         try:
-            text = stamp.read_text(errors="replace").strip()
+            # read like the notebook: nothing below SUBMITTED/<student> followed, at most 4 KiB
+            data = intake.read(folder.parent.parent, Path(folder.parent.name, folder.name, TIMESTAMP), 4096)
+            text = data.decode(errors="replace").strip()
             if not text:
                 raise ValueError("empty")
             try:  # ISO 8601 ("2026-12-02 10:30:00+01:00"); else nbgrader's own "%Y-%m-%d %H:%M:%S.%f %Z"
@@ -208,9 +215,9 @@ def submitted_at(folder: Path | None, notebook: Path | None) -> tuple[dt.datetim
             note = f"{TIMESTAMP} could not be read ({type(exc).__name__}: {str(exc)[:80]})"
     else:
         note = f"no {TIMESTAMP}"
-    if notebook is None or not notebook.is_file():
+    if notebook is None or intake.describe(notebook) != "a regular file":
         return None, f"{note}, and no notebook: no time known"
-    when = dt.datetime.fromtimestamp(notebook.stat().st_mtime, dt.UTC)
+    when = dt.datetime.fromtimestamp(notebook.lstat().st_mtime, dt.UTC)
     return when, f"{note}: the notebook file's modification time was used"
 
 
@@ -229,7 +236,7 @@ def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | No
     (student, assignment)'s submission folder and notebook."""
     for result in results:
         due = deadlines.due(result.assignment)
-        if due is None or result.status in ("missing", "grader-error"):
+        if due is None or result.status in ("missing", "refused", "grader-error"):
             continue
         folder, notebook = where.get((result.student_id, result.assignment), (None, None))
         when, result.late_note = submitted_at(folder, notebook)

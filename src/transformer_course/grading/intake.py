@@ -1,0 +1,139 @@
+"""Reading what a student handed in without following anything: no symbolic link, no special file.
+
+A submission folder comes from a git repository (GitHub Classroom), a tar or zip archive or an LMS
+export, and all of these can carry symbolic links: a notebook that is a link to the course's
+``solutions/`` folder, or an assignment folder that is a link to a classmate's, would otherwise be
+read and graded as the student's own. Every path below ``SUBMITTED/<student>`` is opened one component
+at a time, relative to the folder opened before it, with ``O_NOFOLLOW`` (a link is refused, never
+resolved, also if it is swapped in while the grader reads), and the file must be a regular file
+(a fifo would block the read, a device could be endless) no larger than the size cap, checked on the
+open file before a byte is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+DEFAULT_MAX_MB = 50.0  # a notebook of this course with every output is under 5 MiB
+
+
+class Refused(OSError):
+    """A path that is a symbolic link or a special file, or a file over the size cap: not read."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (fifo)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def describe(path: Path) -> str:
+    """What ``path`` is, without following it: 'a symbolic link (to X)', 'a device', ..."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return "missing"
+    kind = _kind(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        with contextlib.suppress(OSError):
+            kind += f" (to {os.readlink(path)})"
+    return kind
+
+
+@contextlib.contextmanager
+def _folder(root: Path, parts: tuple[str, ...]) -> Iterator[int]:
+    """A descriptor of ``root/parts...``, each component opened without following a link.
+
+    Raises:
+        Refused: a component is a link or not a folder (the message names it).
+        FileNotFoundError: a component does not exist.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        where = root
+        for part in parts:
+            where = where / part
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except (NotADirectoryError, OSError) as exc:
+                if isinstance(exc, FileNotFoundError):
+                    raise
+                raise Refused(f"{where.relative_to(root)} is {describe(where)}, not a folder: not followed") \
+                    from None
+            os.close(fd)
+            fd = inner
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def read(root: Path, relative: Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of ``root/relative``, where ``root`` is trusted (``SUBMITTED/<student>``'s parent, say)
+    and nothing in ``relative`` is followed: every folder and the file itself must be what it looks
+    like. ``max_bytes``: refuse a larger file before reading it (None: no cap).
+
+    Raises:
+        Refused: a component is a symbolic link, the file is not a regular file, or it is too big;
+            the message names the path (relative to ``root``) and says which.
+        FileNotFoundError: the file or a folder on the way does not exist.
+    """
+    *folders, name = relative.parts
+    shown = relative
+    with _folder(root, tuple(folders)) as fd:
+        try:
+            # O_NONBLOCK: opening a fifo must not wait for a writer (it is refused just below).
+            file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+        except FileNotFoundError:
+            raise
+        except OSError:  # ELOOP: the name is a symbolic link
+            raise Refused(f"{shown} is {describe(root / relative)}: not followed, not read") from None
+        try:
+            st = os.fstat(file)
+            if not stat.S_ISREG(st.st_mode):
+                raise Refused(f"{shown} is {_kind(st.st_mode)}, not a file: not read")
+            if max_bytes is not None and st.st_size > max_bytes:
+                raise Refused(f"{shown} is {st.st_size / 2**20:.1f} MiB, over the {max_bytes / 2**20:g} MiB a "
+                              "submission may have (--max-submission-mb): not read")
+            chunks, left = [], (max_bytes + 1 if max_bytes is not None else -1)
+            while left:  # a file that grows while it is read is still cut at the cap
+                chunk = os.read(file, 1 << 20 if left < 0 else min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left = left - len(chunk) if left > 0 else left
+            data = b"".join(chunks)
+            if max_bytes is not None and len(data) > max_bytes:
+                raise Refused(f"{shown} grew over the {max_bytes / 2**20:g} MiB cap while it was read: not read")
+            return data
+        finally:
+            os.close(file)
+
+
+def listing(root: Path, relative: Path) -> list[tuple[str, str]]:
+    """(name, kind) of each entry of the folder ``root/relative``, reached without following a link
+    (:func:`read`'s rule), each entry described without following it.
+
+    Raises:
+        Refused: a folder on the way is a symbolic link or not a folder.
+        FileNotFoundError: a folder on the way does not exist.
+    """
+    with _folder(root, relative.parts) as fd:
+        found = []
+        for name in sorted(os.listdir(fd)):
+            try:
+                found.append((name, _kind(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)))
+            except OSError:  # removed meanwhile
+                continue
+        return found
