@@ -339,19 +339,26 @@ def test_kernel_template_attacks_reach_no_other_notebook(repo, tmp_path):
 
 @pytest.mark.skipif(not forkserver.enabled(), reason="kernels are not forked here (no sandbox)")
 def test_files_a_notebook_leaves_in_shared_memory_or_tmp_reach_no_other(repo, tmp_path):
-    """A notebook that leaves files in /dev/shm and /tmp (answers for the next student, or a trap):
-    the next notebook graded by the same worker finds neither."""
+    """A notebook that leaves files in /dev/shm, /tmp or the folder of its worker's kernel sockets (the one
+    writable folder every kernel of a worker is given) for the next student, or a trap: the next notebook
+    graded by the same worker finds none of them."""
     solution = repo.solutions / f"{A01}.ipynb"
+    # The folder above the kernel's own sockets' folder: shared by the worker's kernels, one after another.
+    sockets = ("import os\nfrom ipykernel.kernelapp import IPKernelApp\n"
+               "folders = ['/dev/shm', '/tmp', os.path.dirname(os.path.dirname(IPKernelApp.instance().ip))]\n")
     writer = nbformat.read(solution, as_version=4)
-    attacks.add_after(writer, "softmax", "for d in ('/dev/shm', '/tmp'):\n"
-                                         "    open(d + '/left-by-writer', 'w').write('answers')")
+    attacks.add_after(writer, "softmax", sockets + "for d in folders:\n"
+                                         "    open(d + '/left-by-writer', 'w').write('answers')\n"
+                                         "print('WROTE', folders)")
     reader = nbformat.read(solution, as_version=4)
-    attacks.add_after(reader, "softmax", "import os\nprint('FOUND', [d for d in ('/dev/shm', '/tmp') "
+    attacks.add_after(reader, "softmax", sockets + "print('FOUND', [d for d in folders "
                                          "if os.path.exists(d + '/left-by-writer')])")
     for student, nb in (("h_a_writer", writer), ("h_b_reader", reader)):
         (tmp_path / "in" / student / A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "in" / student / A01 / f"{A01}.ipynb")
     grade_class(tmp_path / "in", tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    wrote = (tmp_path / "out" / "nbgrader" / "autograded" / "h_a_writer" / A01 / f"{A01}.ipynb").read_text()
+    assert "WROTE" in wrote and "tc-kernels-" in wrote, re.findall(r"WROTE[^\\]*", wrote)  # it could write there
     text = (tmp_path / "out" / "nbgrader" / "autograded" / "h_b_reader" / A01 / f"{A01}.ipynb").read_text()
     assert "FOUND []" in text, re.findall(r"FOUND[^\\]*", text)
 

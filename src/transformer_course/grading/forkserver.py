@@ -168,8 +168,11 @@ class ForkProvisioner(LocalProvisioner):
         km = self.parent
         env = dict(kwargs.get("env") or os.environ)
         at = cmd.index("-f")  # cmd: python -m ipykernel_launcher -f <connection file> <arguments>
+        # The sockets' folder of every kernel of this worker is one mount: emptied of all but this kernel's
+        # own folder, once every process of the last notebook has ended, so no file reaches the next one.
         request = {"op": "launch", "env": env, "cwd": str(kwargs.get("cwd") or "/"), "arguments": cmd[at + 2:],
-                   "connection": Path(km.connection_file).read_text()}
+                   "connection": Path(km.connection_file).read_text(),
+                   "empty": [sockets_root()], "keep": [km._sockets] if km._sockets else []}
         for _ in range(2):  # a template that died (a notebook may kill it): once more, with a new one
             try:
                 self.fork_server = server(cmd[0], km.kernel_hidden(), km.readonly, km.writable, env)
@@ -221,5 +224,6 @@ class ForkProvisioner(LocalProvisioner):
 
     async def cleanup(self, restart: bool = False) -> None:
         if self.forked:
-            self._ask({"op": "clean"})  # what the notebook started ends now, not at the next kernel's start
+            # what the notebook started ends now, not at the next kernel's start; so do the files it left
+            self._ask({"op": "clean", "empty": [sockets_root()]})
         await super().cleanup(restart)

@@ -11,6 +11,8 @@ once, never runs any code of a notebook, and answers one JSON request a line on 
 - ``poll``: the kernel's exit code, or None while it runs;
 - ``signal``: send a signal to the kernel;
 - ``clean``: end every other process of the sandbox and empty ``/tmp`` and ``/dev/shm``;
+- ``launch`` and ``clean`` also empty the folders a request names in ``empty`` (the kernels' sockets'
+  folder, which the sandbox mounts), but for those in ``keep`` (the new kernel's own);
 - ``call``: the same cleaning, then fork a child that runs ``module.function(args)`` and exits
   (a judge of one notebook, :mod:`transformer_course.grading.judge_box`, in a template that
   warmed that module; it stays non-dumpable).
@@ -158,6 +160,9 @@ def serve(warm: list[str]) -> None:
         if op in ("launch", "clean", "call"):
             clean()
             exits.clear()
+            for folder in request.get("empty", []):  # the kernels' sockets' folder: a mount, so not in /tmp's wipe
+                if os.path.isdir(folder):
+                    wipe(folder, {*request.get("keep", []), *mount_points(folder)})
         if op == "launch":
             child = os.fork()
             if child == 0:
