@@ -229,3 +229,31 @@ def test_the_graders_own_work_counts_against_the_cells_limit(repo, tmp_path):
     assert scores == {e: graded.max_score(e) - (e == "softmax") for e in graded.exercises}, result.reason
     softmax = next(e for e in result.exercises if e.exercise == "softmax")
     assert "the grader's own work for this test" in softmax.feedback, softmax.feedback
+
+
+@pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
+def test_a_new_judge_has_what_the_earlier_test_cells_defined(repo, tmp_path, monkeypatch):
+    """07's solution with its judge killed inside test_train_epoch, the visible test that defines
+    copy_task_batches (which greedy_decode's and beam_search's hidden checks read): the new judge of the
+    next test cells defines it again, so the killed cell costs its own point and no other."""
+    from transformer_course.grading import nbgrader_setup
+
+    real = judge_box.BoxedJudge.test
+    killed = []
+
+    def killed_in_train_epoch(self, source, grade_id, limit):
+        if grade_id == "test_train_epoch" and "= _test_train_epoch()" in source:  # the cell, not a redefinition
+            killed.append(grade_id)  # the judge kills itself at the cell's end, before its verdict
+            source += "\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+        return real(self, source, grade_id, limit)
+
+    monkeypatch.setattr(judge_box.BoxedJudge, "test", killed_in_train_epoch)
+    assignment = repo.assignment("07_training")
+    monkeypatch.setitem(nbgrader_setup.SOLUTION_SECONDS, assignment.notebook, {})  # --timeout: no calibration
+    grader = Grader(tmp_path / "work", repo, GRADING_TIMEOUT, only=assignment.name)
+    result = grader.grade("solution", assignment, repo.solutions / f"{assignment.notebook}.ipynb")
+    assert killed == ["test_train_epoch"]
+    scores = {e.exercise: e.score for e in result.exercises}
+    assert scores == {e: assignment.max_score(e) - (e == "train_epoch") for e in assignment.exercises}, result
+    train_epoch = next(e for e in result.exercises if e.exercise == "train_epoch")
+    assert "judge of this notebook stopped" in train_epoch.feedback, train_epoch.feedback

@@ -304,6 +304,7 @@ class KeepGradesOnCrash(Execute):
         self._total = 0
         self._started = time.monotonic()
         self._judging = None
+        self._tested: dict[str, str] = {}  # the test cells sent to a judge so far, in order: grade_id -> source
         self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
         self._judged = bool(self.reference) and judged(Path(self.reference), self._notebook)
         try:
@@ -400,11 +401,19 @@ class KeepGradesOnCrash(Execute):
     def _judge(self, cell, resources, index, limit: float):
         """Run the test cell in the notebook's judge (:mod:`.judge_box`), its calls into the student's code
         going to the kernel (:mod:`.judge`): the whole cell, the grader's work included, within ``limit`` s."""
+        from transformer_course.grading.judge import definitions
+
         cell.metadata["course_judged"] = True
-        source = cell.metadata["course_guard_source"]
+        source, grade_id = cell.metadata["course_guard_source"], _grade_id(cell) or ""
         if self._judging is None:
             self._judging = self._open_judge()
-        ename, evalue, printed = self._judging.test(source, _grade_id(cell) or "", limit)
+            # A judge that replaces a stopped one (past its time, or broken) first defines again what the
+            # earlier test cells defined (07's copy_task_batches): one stopped cell costs its own points only.
+            for earlier, earlier_source in self._tested.items():
+                if code := definitions(earlier_source):
+                    self._judging.test(code, earlier, self.timeout or 60)
+        self._tested[grade_id] = source  # before it runs: a judge stopped inside it leaves its definitions too
+        ename, evalue, printed = self._judging.test(source, grade_id, limit)
         if isinstance(self._judging, BoxedJudge) and self._judging.lines is None:
             self._judging = None  # stopped (past its time, or broken): the next test cell gets a new judge
         cell.outputs = []
