@@ -4,6 +4,7 @@ a verdict. A plain kernel, no nbgrader: the grading path is in test_tamper and t
 
 from __future__ import annotations
 
+import resource
 import shutil
 import textwrap
 
@@ -479,3 +480,118 @@ def test_sizes_from_the_kernel_are_bounded_before_any_copy(kernel):
     """)
     assert (ename, evalue) == ("", ""), (ename, evalue)
     assert lending.MAX_CALL_SIZE < 9000 * 9000
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def test_a_lent_call_counts_every_argument_that_stands_for_a_size(kernel, repo):
+    """05's lent sinusoidal_positional_encoding called with sizes that are no ints (0-dim and
+    one-element tensors, a float, numpy integers) is refused as the same call with ints is, before
+    the grader computes anything (its memory does not grow); a test's own sizes still run."""
+    _, kc, link = kernel
+    define(kc, """
+        import numpy as np
+        import torch
+        def odd_sizes():
+            said = []
+            for args in [(torch.tensor(5000), torch.tensor(5000)), (torch.tensor([5000]), 5000),
+                         (torch.tensor(5000.0), torch.tensor(5000, dtype=torch.int32)), (2.0e7, 2),
+                         (np.int64(5000), np.int64(5000)), (torch.tensor(16), 8)]:
+                try:
+                    said.append(tuple(sinusoidal_positional_encoding(*args).shape))
+                except Exception as exc:
+                    said.append(str(exc))
+            return said
+    """)
+    before = _peak_mb()
+    ename, evalue, _ = judge(link, """
+        from course_reference.nb05_positional_encoding import sinusoidal_positional_encoding as table
+        ns = globals()
+        with ns.lend({"sinusoidal_positional_encoding": table}):
+            said = odd_sizes()
+        assert all("at most 16,777,216" in s for s in said[:4]), said
+        assert "[5000, 5000]" in said[0] and "[20000000, 2]" in said[3], said
+        assert isinstance(said[4], str), said  # numpy integers (objects of the kernel here): not computed either
+        assert said[5] == (16, 8), said
+    """, repo)
+    assert (ename, evalue) == ("", ""), (ename, evalue)
+    assert _peak_mb() - before < 100, f"the judge grew by {_peak_mb() - before:.0f} MB"
+
+
+def test_a_lent_call_counts_the_defaults_and_the_tensors_it_multiplies(repo, monkeypatch):
+    """What a call computes, not only what it is passed: PositionalEncoding's default max_len of 5000
+    times a d_model of 2^17, repeat_kv's n_rep times its tensor; a float parameter (a base) is no size."""
+    import torch
+
+    from transformer_course.grading import lending
+
+    monkeypatch.syspath_prepend(str(repo.reference))
+    from course_reference import nb05_positional_encoding as nb05
+    from course_reference import nb08_modern_decoder as nb08
+
+    with pytest.raises(lending.Refused, match="at most"):
+        lending.check_call_size("PositionalEncoding", [2**17], {}, nb05.PositionalEncoding)
+    lending.check_call_size("PositionalEncoding", [16], {}, nb05.PositionalEncoding)
+    with pytest.raises(lending.Refused, match="at most"):
+        lending.check_call_size("repeat_kv", [torch.zeros(2**20), 64], {}, nb08.repeat_kv)
+    lending.check_call_size("repeat_kv", [torch.zeros(2, 2, 6, 8), 2], {}, nb08.repeat_kv)
+    lending.check_call_size("GroupedQueryAttention", [64, 8, 4], {"rope_base": 10000}, nb08.GroupedQueryAttention)
+
+
+FLOODS = """
+    def flood(kind):
+        if kind == "floats":
+            return [0.5] * 3_000_000
+        if kind == "dict":
+            return {i: 0.5 for i in range(1_000_000)}
+        if kind == "string":
+            return "x" * 5_000_000
+        if kind == "deep":
+            deep = []
+            for _ in range(40):
+                deep = [deep]
+            return deep
+        return [1, 2]
+    def send_flood():
+        try:
+            table([0.5] * 3_000_000)
+        except Exception as exc:
+            return str(exc)
+"""
+
+
+def test_plain_data_from_the_kernel_is_bounded_before_it_is_built(kernel):
+    """An answer of 3 million floats in a list, of a dict of a million entries, of a string of 5
+    million characters, or nested 40 deep, and a lent reference called with 3 million floats: each
+    refused with a message that says so, before the grader builds it (its memory does not grow by
+    what the list would take), and the kernel answers the next request as before."""
+    _, kc, link = kernel
+    define(kc, FLOODS)
+    before = _peak_mb()
+    ename, evalue, _ = judge(link, """
+        said = []
+        for kind in ("floats", "dict", "string", "deep"):
+            try:
+                flood(kind)
+                said.append("accepted")
+            except Exception as exc:
+                said.append(f"{type(exc).__name__}: {exc}")
+        assert said[0].startswith("Refused") and "bytes of plain data" in said[0], said
+        assert "64 MiB once built" in said[1], said
+        assert "str of 5,000,000 characters (at most 4,194,304)" in said[2], said
+        assert "nested too deeply" in said[3], said
+        assert all("larger than any test's" in s for s in said[:3]), said
+        def table(values):
+            return len(values)
+        ns = globals()
+        with ns.lend({"table": table}):
+            got = send_flood()
+        assert got is not None and "bytes of plain data" in got, got
+        assert flood("small") == [1, 2]
+    """)
+    assert (ename, evalue) == ("", ""), (ename, evalue)
+    # The message itself (36 MB of text) is received; the list it holds (3 million floats in
+    # Python, 100 MB and more, built by a pure-Python unpickler) is not.
+    assert _peak_mb() - before < 250, f"the judge grew by {_peak_mb() - before:.0f} MB"
