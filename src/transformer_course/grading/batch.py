@@ -23,11 +23,9 @@ repository and ``OUT`` at the same paths.
 from __future__ import annotations
 
 import contextlib
-import csv
 import datetime as dt
 import hashlib
 import html
-import io
 import json
 import logging
 import os
@@ -67,6 +65,7 @@ from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
+from transformer_course.spreadsheet import csv_text
 
 MATHJAX_FOLDER = ".mathjax"  # under OUT/feedback: no student id starts with "." (discover() skips those)
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
@@ -619,9 +618,7 @@ def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
 
 
 def _csv(rows: Iterable[list[Any]]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    return buffer.getvalue()
+    return csv_text(rows)  # spreadsheet-safe: no cell a spreadsheet would run as a formula
 
 
 def write_csvs(results: list[SubmissionResult], out: Path) -> None:

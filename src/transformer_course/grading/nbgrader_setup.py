@@ -550,6 +550,10 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     # A kernel gets CPU time for every cell's timeout, twice over (torch uses several threads).
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
+    # Pages made from a student's notebook (the feedback, the formgrader's view) show what they wrote sanitised.
+    from transformer_course.grading import sanitise
+
+    sanitise.configure(c)
     if sandbox:
         c.KeepGradesOnCrash.sandboxed = True
         for name, folders in kernel_mounts(Path(course_root), repo).items():

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import html
 import io
 import itertools
@@ -46,6 +45,7 @@ import nbformat
 import numpy as np
 
 from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
+from transformer_course.spreadsheet import write_rows
 
 SOLUTION = "published solution"
 # Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published
@@ -397,12 +397,10 @@ def write(report: Report, folder: Path) -> Path:
     for old in folder.glob("*.html"):
         old.unlink()
     (folder / SETTINGS).write_text(json.dumps({"threshold": report.threshold, "min_chars": report.min_chars}) + "\n")
-    with open(folder / "pairs.csv", "w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["exercise", "assignment", "a", "b", "similarity", "share_of_a", "share_of_b", "flagged"])
-        for p in report.pairs:
-            writer.writerow([p.exercise, p.assignment, p.a, p.b, f"{p.similarity:.3f}", f"{p.shares[0]:.3f}",
-                             f"{p.shares[1]:.3f}", int(p.similarity >= report.threshold)])
+    write_rows(folder / "pairs.csv", [
+        ["exercise", "assignment", "a", "b", "similarity", "share_of_a", "share_of_b", "flagged"],
+        *[[p.exercise, p.assignment, p.a, p.b, f"{p.similarity:.3f}", f"{p.shares[0]:.3f}", f"{p.shares[1]:.3f}",
+           int(p.similarity >= report.threshold)] for p in report.pairs]])
     rows = []
     for p in report.flagged:
         columns = []
@@ -414,9 +412,10 @@ def write(report: Report, folder: Path) -> Path:
                            + f"<pre>{shown}</pre><details><summary>the cell as handed in</summary>"
                            f"<pre>{html.escape(code)}</pre></details></div>")
         (folder / page_name(p)).write_text(PAGE.format(
-            title=f"{p.exercise}: {p.a} and {p.b}",
-            body=f"<p><a href='index.html'>All pairs</a></p><h2>{html.escape(p.exercise)} ({p.assignment}): "
-                 f"{html.escape(p.a)} and {html.escape(p.b)}, similarity {p.similarity:.0%}</h2>"
+            title=html.escape(f"{p.exercise}: {p.a} and {p.b}"),
+            body=f"<p><a href='index.html'>All pairs</a></p><h2>{html.escape(p.exercise)} "
+                 f"({html.escape(p.assignment)}): {html.escape(p.a)} and {html.escape(p.b)}, "
+                 f"similarity {p.similarity:.0%}</h2>"
                  "<p>Each answer is shown as Python lays it out (<code>ast</code>: comments, docstrings and "
                  "layout removed), the tokens that match the other's highlighted (whole tokens; names and strings "
                  "did not count). What the release's stub already held is never highlighted. Which of the two came "
@@ -438,12 +437,10 @@ def write(report: Report, folder: Path) -> Path:
     untouched = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
                         for e, who in sorted(report.unattempted.items()))
     ranked = students(report)
-    with open(folder / "students.csv", "w", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["student", "source", "evidence", "exercises_compared", "exercises_standing_out", "grouped"])
-        for e in ranked:
-            writer.writerow([e.student, e.source, f"{e.score:.3f}", e.compared, len(e.standing_out),
-                             int(e.score >= report.student_threshold)])
+    write_rows(folder / "students.csv", [
+        ["student", "source", "evidence", "exercises_compared", "exercises_standing_out", "grouped"],
+        *[[e.student, e.source, f"{e.score:.3f}", e.compared, len(e.standing_out),
+           int(e.score >= report.student_threshold)] for e in ranked]])
     for e in ranked:
         if e.score >= report.student_threshold:
             (folder / evidence_page(e)).write_text(_evidence_page(report, e))
@@ -519,7 +516,7 @@ def _evidence_page(report: Report, found: Evidence) -> str:
                      + f"</p><div class='cols'>{columns}</div>")
     when = sorted({report.submitted[k] for k in report.submitted if k[0] in (found.student, found.source)})
     return PAGE.format(
-        title=f"{found.student} and {found.source}",
+        title=html.escape(f"{found.student} and {found.source}"),
         body=f"<p><a href='index.html'>All students</a></p><h2>{html.escape(found.student)} and "
              f"{html.escape(found.source)}: {found.score:.0%} evidence over {found.compared} "
              f"exercise{'' if found.compared == 1 else 's'}</h2>"

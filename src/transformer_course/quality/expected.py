@@ -10,12 +10,12 @@ CI runs it on the output of ``make grade``; the tests run it on their own gradin
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import tomllib
 from pathlib import Path
 
 from transformer_course.layout import Repo
+from transformer_course.spreadsheet import read_rows
 
 
 def load(path: Path) -> dict:
@@ -28,8 +28,7 @@ def load(path: Path) -> dict:
 
 
 def _read(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    return read_rows(path)  # each cell as written, before the spreadsheet-safe quote
 
 
 def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
