@@ -11,6 +11,7 @@ similarity pages) is parsed, and every CSV read back.
 from __future__ import annotations
 
 import csv
+import io
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from nbgrader.api import Gradebook
 from transformer_course.grading.batch import grade_class
 from transformer_course.instructors.report import build_report
 from transformer_course.quality.attacks import A01
-from transformer_course.spreadsheet import FORMULA_START, original
+from transformer_course.spreadsheet import FORMULA_START, csv_text, original, safe_cell
 
 from .conftest import GRADING_TIMEOUT
 from .test_browser import _jupyter_lab
@@ -303,3 +304,16 @@ def test_no_csv_cell_is_a_formula_and_every_cell_reads_back(hostile_class):
         lms = list(csv.reader(f))
     for row in lms[1:]:  # every column but the id is a number an LMS imports as one (or empty: not graded)
         assert all(cell == "" or float(cell) >= 0 for cell in row[1:]), row
+
+
+@pytest.mark.parametrize(("value", "written"), [
+    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\t=1", "'\t=1"),
+    ("\r=1", "'\r=1"), ("'=1", "''=1"), ("'ok", "''ok"), ("ada", "ada"), ("", ""), ("11", "11"), ("-1.5", "-1.5"),
+    ("1e-06", "1e-06"), ("-1e+06", "-1e+06"), ("-inf", "'-inf"), ("-1.5 ", "'-1.5 "), (2.5, 2.5), (None, None),
+])
+def test_a_cell_is_quoted_where_a_spreadsheet_would_compute_it_and_reads_back(value, written):
+    """OWASP's characters get the quote; plain numbers (a negative one too) stay numbers; original() undoes it."""
+    assert safe_cell(value) == written
+    if isinstance(value, str):
+        assert original(written) == value
+        assert next(csv.reader(io.StringIO(csv_text([[value]])))) == [written]

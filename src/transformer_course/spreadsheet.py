@@ -46,7 +46,13 @@ def original(cell: str) -> str:
 def csv_text(rows: Iterable[Iterable[Any]]) -> str:
     """The CSV text of ``rows`` (lists of cells), every cell through :func:`safe_cell`, ``\\n`` line ends."""
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows([safe_cell(c) for c in row] for row in rows)
+    plain = csv.writer(buffer, lineterminator="\n")
+    # The csv module quotes a cell holding a line terminator, and ours is "\n" alone: a row with a bare
+    # carriage return in a cell is written all quoted, or readers would end the row there.
+    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in rows:
+        cells = [safe_cell(c) for c in row]
+        (quoted if any(isinstance(c, str) and "\r" in c for c in cells) else plain).writerow(cells)
     return buffer.getvalue()
 
 
