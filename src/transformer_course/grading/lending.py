@@ -75,7 +75,9 @@ MAX_CALL_SIZE = 2**24
 MAX_MESSAGE_CHARS = 200_000_000
 MAX_PLAIN_BYTES = 2**24
 MAX_PLAIN_MEMORY = 2**26
-MAX_DEPTH = 32
+# Levels of a whole message (a value's own nesting, at most 32 in :func:`tensors`, is about twice
+# that on the wire: each list travels inside a dict that says it is one).
+MAX_DEPTH = 80
 # What one pickle opcode builds, in bytes (an estimate on the safe side; at least a reference and
 # a slot in the unpickler's stack or memo for every other opcode).
 _OPCODE_BYTES = {

@@ -371,6 +371,23 @@ def _init(self, d_model, dropout=0.1, max_len=5000):
 
 PositionalEncoding.__init__ = _init
 """
+# The same lent reference at 36 million entries, its sizes sent as 0-dim tensors (counted as ints are).
+INDEX_TENSOR_SIZE = """
+_honest_init_0d = PositionalEncoding.__init__
+
+def _init_0d(self, d_model, dropout=0.1, max_len=5000):
+    try:
+        sinusoidal_positional_encoding(torch.tensor(6000), torch.tensor(6000))
+    except Exception as exc:
+        print("ATTACK ANSWERED:", exc)
+    _honest_init_0d(self, d_model, dropout, max_len)
+
+PositionalEncoding.__init__ = _init_0d
+"""
+# An answer that is plain data the grader would build in its own memory: 3 million floats in a list.
+PLAIN_DATA_FLOOD = """
+TokenEmbedding.forward = lambda self, tokens: [0.5] * 3_000_000
+"""
 A07, A05 = "07_training", "05_positional_encoding"
 
 
@@ -387,6 +404,8 @@ def lent_cases() -> dict[str, tuple[str, Callable[[nbformat.NotebookNode], objec
         "t_write_grader_attribute": (A07, after("train_epoch", WRITE_GRADER_ATTRIBUTE), {}, "read-only"),
         "t_stride_zero": (A07, after("train_epoch", STRIDE_ZERO), {"train_epoch": 4}, ""),
         "t_oversized_reference": (A05, after("PositionalEncoding", OVERSIZED_REFERENCE), {}, "at most"),
+        "t_index_tensor_size": (A05, after("PositionalEncoding", INDEX_TENSOR_SIZE), {}, "at most"),
+        "t_plain_data_flood": (A05, after("TokenEmbedding", PLAIN_DATA_FLOOD), {"TokenEmbedding": 2}, ""),
     }
 
 
@@ -414,7 +433,7 @@ def lent_verdict(repo: Repo, student: str, scores: dict[str, float], feedback: s
     if words and not ("ATTACK ANSWERED" in output and words in output):
         return f"the grader's refusal ({words!r}) is not in its output"
     if not words and "larger than any test's" not in feedback:
-        return "its feedback does not say the tensor was refused"
+        return "its feedback does not say what it sent was refused"
     return ""
 
 
