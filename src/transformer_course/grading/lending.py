@@ -41,6 +41,8 @@ from typing import Any
 
 import torch
 
+from transformer_course.grading.recorder import MAX_ANSWER_CHARS
+
 # Methods of torch.nn.Module a student's code may call on the grader's module.
 MODULE_METHODS = frozenset({
     "forward", "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
@@ -72,7 +74,7 @@ MAX_CALL_SIZE = 2**24
 # plain data at most MAX_PLAIN_BYTES (the bytes of a largest float32 tensor), and what that would
 # take once built, estimated from the pickle, at most MAX_PLAIN_MEMORY (a float in a list takes 32
 # bytes where a tensor's takes 4).
-MAX_MESSAGE_CHARS = 200_000_000
+MAX_MESSAGE_CHARS = MAX_ANSWER_CHARS
 MAX_PLAIN_BYTES = 2**24
 MAX_PLAIN_MEMORY = 2**26
 # Levels of a whole message (a value's own nesting, at most 32 in :func:`tensors`, is about twice
