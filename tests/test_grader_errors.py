@@ -176,9 +176,12 @@ def test_limits_scale_with_the_solution_on_this_machine(tmp_path):
         return new_code_cell(source, metadata={"nbgrader": {"solution": False, "grade": True, "grade_id": grade_id,
                                                             "points": 1, "schema_version": 3}})
 
-    slow = graded("import time\ntime.sleep(1.5)\nok = True", "test_slow")  # solution: 0.2 s -> limit 2 s
+    # CPU seconds: a cell that computes 1.5 s takes that much CPU time however busy the machine is
+    slow = graded("import time\nend = time.process_time() + 1.5\nwhile time.process_time() < end:\n    pass\n"
+                  "ok = True", "test_slow")  # solution: 0.2 s -> limit 2 s
     endless = graded("while True:\n    pass", "test_endless")  # solution: 0.1 s -> limit 1 s, then 3 s
-    quick = graded("import time\ntime.sleep(1.5)", "test_quick")  # not measured: --timeout (1 s), then 3 s
+    quick = graded("import time\nend = time.process_time() + 1.5\nwhile time.process_time() < end:\n    pass",
+                   "test_quick")  # not measured: --timeout (1 s), then 3 s
     nbgrader_setup.SOLUTION_SECONDS["limits_demo"] = {"test_slow": 0.2, "test_endless": 0.1}
     try:
         client = KeepGradesOnCrash(timeout=1, kernel_name="python3")
@@ -191,7 +194,8 @@ def test_limits_scale_with_the_solution_on_this_machine(tmp_path):
     errors = {c.metadata["nbgrader"]["grade_id"]: o
               for c in nb.cells for o in c.outputs if o.get("output_type") == "error"}
     assert set(errors) == {"test_endless"}, errors  # test_quick ran again with RETRY_FACTOR times its limit
-    assert errors["test_endless"]["evalue"].startswith(f"did not finish within 1 s, nor within {RETRY_FACTOR} s")
+    assert errors["test_endless"]["evalue"].startswith(
+        f"did not finish within 1 s of CPU time, nor within {RETRY_FACTOR} s when run again")
     assert all(nbgrader_setup.SECONDS_KEY in c.metadata for c in nb.cells)
 
 
@@ -205,7 +209,8 @@ def test_kept_alembic_head_is_nbgrader_own():
 @pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
 def test_the_graders_own_work_counts_against_the_cells_limit(repo, tmp_path):
     """A test cell whose grader's side runs past the cell's limit (in a copy of the repository, a visible
-    test made to sleep in the judge when the notebook defines a name) times out, is run again once by a
+    test made to compute endlessly in the judge when the notebook defines a name: CPU time of the judge's
+    own, which the cell's limit counts) times out, is run again once by a
     new judge, and costs that cell's point only: the notebook's other test cells are judged as usual."""
     copy = Repo(tmp_path / "repo")
     shutil.copytree(repo.autograder, copy.autograder,
@@ -215,7 +220,7 @@ def test_the_graders_own_work_counts_against_the_cells_limit(repo, tmp_path):
     anchor = 'print("softmax: visible tests passed")\n'
     assert anchor in source.read_text()
     source.write_text(source.read_text().replace(
-        anchor, anchor + 'if "make_the_grader_wait" in globals():\n    import time\n    time.sleep(600)\n', 1))
+        anchor, anchor + 'if "make_the_grader_wait" in globals():\n    while True:\n        pass\n', 1))
     nb = nbformat.read(repo.solutions / f"{A01}.ipynb", as_version=4)
     attacks.add_after(nb, "softmax", "make_the_grader_wait = True")
     (tmp_path / "in" / "slow" / A01).mkdir(parents=True)
@@ -257,3 +262,33 @@ def test_a_new_judge_has_what_the_earlier_test_cells_defined(repo, tmp_path, mon
     assert scores == {e: assignment.max_score(e) - (e == "train_epoch") for e in assignment.exercises}, result
     train_epoch = next(e for e in result.exercises if e.exercise == "train_epoch")
     assert "judge of this notebook stopped" in train_epoch.feedback, train_epoch.feedback
+
+
+def test_a_cells_limit_is_cpu_time_with_the_clock_as_outer_bound(tmp_path):
+    """A cell's limit counts the CPU seconds of the notebook's processes, which a busy machine does not
+    change: a cell that waits 4 s on the clock with a 1 s limit (as a slowed-down cell waits for a core)
+    keeps its points, where a wall-clock limit stopped it at 1 s and again at RETRY_FACTOR s. A cell that
+    only waits is still stopped, at WALL_FACTOR times its limit on the clock; and the seconds kept for the
+    limits (SECONDS_KEY) are CPU seconds, not the seconds it waited."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from transformer_course.grading import nbgrader_setup
+    from transformer_course.grading.cputime import WALL_FACTOR
+    from transformer_course.grading.nbgrader_setup import RETRY_FACTOR, KeepGradesOnCrash
+
+    def graded(source: str, grade_id: str) -> object:
+        return new_code_cell(source, metadata={"nbgrader": {"solution": False, "grade": True, "grade_id": grade_id,
+                                                            "points": 1, "schema_version": 3}})
+
+    waits = graded("import time\ntime.sleep(4)\nok = True", "test_waits")  # past 1 s and RETRY_FACTOR s on the clock
+    asleep = graded("import time\ntime.sleep(600)", "test_asleep")
+    assert 4 > RETRY_FACTOR and 4 < WALL_FACTOR
+    client = KeepGradesOnCrash(timeout=1, kernel_name="python3")
+    start = time.monotonic()
+    nb, _ = client.preprocess(new_notebook(cells=[waits, asleep]), {"metadata": {"path": str(tmp_path)}})
+    errors = {c.metadata["nbgrader"]["grade_id"]: o
+              for c in nb.cells for o in c.outputs if o.get("output_type") == "error"}
+    assert set(errors) == {"test_asleep"}, errors
+    assert "on the clock" in errors["test_asleep"]["evalue"], errors
+    assert time.monotonic() - start < 4 + WALL_FACTOR * (1 + RETRY_FACTOR) + 60
+    assert nb.cells[0].metadata[nbgrader_setup.SECONDS_KEY] < 1

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading import lending
+from transformer_course.grading import cputime, lending
 from transformer_course.grading.recorder import ANSWER, PLAIN, PROMPT, encode, pack, unpack
 
 SOURCE = Path(__file__).with_name("recorder.py")
@@ -57,6 +57,12 @@ class Link:
                  alive: Callable[[], bool] | None = None, watched: tuple[str, ...] = ()):
         self.client, self.timeout, self.interrupt, self.alive = client, timeout, interrupt, alive
         self.deadline: float | None = None  # time.monotonic() by which the test cell must end (None: per request)
+        # Whether the cell's budget of CPU seconds is spent (the notebook's processes': cputime), asked
+        # every cputime.POLL s while the kernel runs; the deadline above is then the clock's outer bound.
+        self.spent: Callable[[], bool] | None = None
+        self.budget: float | None = None  # that budget, in CPU seconds (for the messages)
+        self.over = False  # the budget was spent in this test cell
+        self._polled = time.monotonic()
         self.watched = watched
         self._poller = None
         self._serving: str | None = None  # msg_id of the running serve loop
@@ -166,12 +172,19 @@ class Link:
         deadline = time.monotonic() + self.timeout
         if self.deadline is not None:  # the cell's, which the grader's own work counts against too
             deadline = min(deadline, self.deadline)
-        interrupted = False
+        interrupted, started = False, time.monotonic()
+        limit = f"{self.timeout:g} s" if self.budget is None else f"{self.timeout:g} s on the clock"
         while True:
+            if self.spent is not None and not self.over and time.monotonic() - self._polled > cputime.POLL:
+                self._polled = time.monotonic()  # across requests: a test may make many short ones
+                self.over = self.spent()
+            if self.over and not interrupted:  # interrupted as at the deadline, and every later request of the cell
+                # (once it has had POLL s to reach the student's code: not inside the kernel's own messaging)
+                deadline, limit = min(deadline, started + cputime.POLL), f"{self.budget:g} s of CPU time"
             if time.monotonic() > deadline:
                 if interrupted:
                     self._serving = None
-                    raise LinkBroken(f"did not finish within {self.timeout:g} s, and went on after an interrupt")
+                    raise LinkBroken(f"did not finish within {limit}, and went on after an interrupt")
                 interrupted = True
                 deadline = time.monotonic() + 10
                 if self.interrupt is not None:
@@ -206,7 +219,7 @@ class Link:
                 if msg_id == self._serving:
                     self._serving = None
                 if interrupted:
-                    raise LinkBroken(f"did not finish within {self.timeout:g} s and was interrupted (an endless loop?)")
+                    raise LinkBroken(f"did not finish within {limit} and was interrupted (an endless loop?)")
                 if prompt:
                     raise LinkBroken("the kernel sent no answer (was the grader's recorder changed?)")
                 return None

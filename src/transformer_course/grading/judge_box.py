@@ -18,10 +18,11 @@ notebook gets a fresh judge process, forked from a template in a sandbox of its 
 - hands back one verdict per test cell, which the worker checks (an exception name, a message, the
   printed text) and turns into that cell's outputs: it decides that cell's points, nothing else.
 
-The worker's side (:class:`BoxedJudge`) answers the judge's two questions (interrupt the kernel; is
-it alive) and gives each test cell its limit plus :data:`GRACE`: the grader's own work for the cell
-(the reference and checks it runs for the kernel's requests) counts against it, and a judge past it
-is killed, the kernel interrupted, and the cell timed out.
+The worker's side (:class:`BoxedJudge`) answers the judge's questions (interrupt the kernel; is it
+alive; how many CPU seconds the notebook's processes have spent in this cell, :mod:`.cputime`) and
+gives each test cell its limit plus :data:`GRACE`: the grader's own work for the cell (the reference
+and checks it runs for the kernel's requests) counts against it, and a judge past it is killed, the
+kernel interrupted, and the cell timed out.
 
 Where kernels are not forked (no bubblewrap, ``COURSE_FORKSERVER=off``) or ``COURSE_JUDGE_BOX=off``,
 the judge runs in the worker's process (:class:`LocalJudge`), as the grader's single line of warning
@@ -43,9 +44,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading import cputime, forkserver, sandbox
 
-GRACE = 20  # s past a test cell's limit: the judge interrupts the kernel at the limit, and waits 10 s for it
+# s past a test cell's limit (CPU seconds, or on the clock past its outer bound): the judge interrupts the
+# kernel at the limit, and waits 10 s for it
+GRACE = 20
+Clock = Callable[[], float]  # CPU seconds the notebook's processes have spent (cputime.Clock)
 START_TIMEOUT = 300  # s for a judge to connect (the template may still be importing torch)
 MAX_MESSAGE = 4_000_000  # bytes of one message from a judge (a verdict with 100,000 printed characters fits)
 MAX_EVALUE = 20_000  # characters of a verdict's message kept
@@ -145,16 +149,22 @@ def checked(message: dict) -> Verdict:
 
 class LocalJudge:
     """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.judge.Link` to the
-    notebook's kernel). A :class:`BoxedJudge`'s process runs one of these."""
+    notebook's kernel). A :class:`BoxedJudge`'s process runs one of these. ``clock``: the CPU seconds of
+    the notebook's processes (None: the limit is counted on the clock)."""
 
-    def __init__(self, link: Any, reference: str):
-        self.link, self.reference, self.installed = link, reference, False
+    def __init__(self, link: Any, reference: str, clock: Clock | None = None):
+        self.link, self.reference, self.installed, self.clock = link, reference, False, clock
 
     def test(self, source: str, grade_id: str, limit: float) -> Verdict:
-        """The verdict of test cell ``source``, the whole cell within ``limit`` seconds."""
+        """The verdict of test cell ``source``, the whole cell within ``limit`` seconds of CPU time (and
+        :data:`~.cputime.WALL_FACTOR` times that on the clock)."""
         from transformer_course.grading.judge import LinkBroken, run_test
 
-        self.link.timeout, self.link.deadline = limit, time.monotonic() + limit
+        wall = limit * cputime.WALL_FACTOR if self.clock is not None else limit
+        self.link.timeout, self.link.deadline = wall, time.monotonic() + wall
+        if self.clock is not None:
+            clock, start = self.clock, self.clock()
+            self.link.spent, self.link.budget, self.link.over = (lambda: clock() - start > limit), limit, False
         try:
             if not self.installed:
                 self.link.install()
@@ -173,8 +183,10 @@ class BoxedJudge:
     Args:
         connection: the kernel's connection information (``km.get_connection_info()``).
         hidden: the folders the kernel's sandbox hides (the judge's hides them too).
-        interrupt, alive: the kernel's manager's, for the judge's two questions.
+        interrupt, alive: the kernel's manager's, for the judge's questions.
         memory_mb: the judge's data-segment limit (MiB; 0: none); cpu_s: its CPU-time limit (s).
+        clock: the CPU seconds of the notebook's processes (kernel and judge), which a test cell's limit
+            counts (None: the limit is counted on the clock).
 
     Raises:
         forkserver.TemplateError, OSError: no judge could be started (the notebook is then the grader's
@@ -182,8 +194,9 @@ class BoxedJudge:
     """
 
     def __init__(self, connection: dict, hidden: list[str], reference: str, watched: tuple[str, ...],
-                 interrupt: Callable[[], Any], alive: Callable[[], bool], memory_mb: int = 0, cpu_s: int = 0):
-        self.interrupt, self.alive = interrupt, alive
+                 interrupt: Callable[[], Any], alive: Callable[[], bool], memory_mb: int = 0, cpu_s: int = 0,
+                 clock: Clock | None = None):
+        self.interrupt, self.alive, self.clock = interrupt, alive, clock
         self.server = template(hidden, reference)
         path = os.path.join(judges_folder(), f"judge-{secrets.token_hex(8)}.sock")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -192,7 +205,7 @@ class BoxedJudge:
             listener.listen(1)
             info = {k: v.decode() if isinstance(v, bytes) else v for k, v in connection.items()}
             args = {"socket": path, "connection": info, "reference": str(Path(reference).resolve()),
-                    "watched": list(watched), "memory_mb": memory_mb, "cpu_s": cpu_s}
+                    "watched": list(watched), "memory_mb": memory_mb, "cpu_s": cpu_s, "clock": clock is not None}
             self.pid = int(self.server.request({"op": "call", "module": __name__, "function": "main",
                                                 "args": args}, START_TIMEOUT)["pid"])
             conn = self._accept(listener)
@@ -216,24 +229,35 @@ class BoxedJudge:
         raise OSError(f"the judge did not connect within {START_TIMEOUT} s")
 
     def test(self, source: str, grade_id: str, limit: float) -> Verdict:
-        """The verdict of test cell ``source``: the judge's, or a timeout or grader error of the worker's."""
+        """The verdict of test cell ``source``: the judge's, or a timeout or grader error of the worker's.
+        A judge still busy :data:`GRACE` s past the cell's limit (CPU seconds of the notebook's processes, or
+        the clock's outer bound) is killed."""
         if self.lines is None:
             return "GraderError", "the grader's judge of this notebook stopped in an earlier cell", ""
-        deadline = time.monotonic() + limit + GRACE
+        clock = self.clock
+        wall = limit * cputime.WALL_FACTOR if clock is not None else limit
+        deadline, start = time.monotonic() + wall + GRACE, clock() if clock is not None else 0.0
         try:
             self.lines.send({"op": "test", "source": source, "grade_id": grade_id, "limit": limit})
             while True:
-                message = self.lines.recv(deadline)
+                try:
+                    message = self.lines.recv(min(deadline, time.monotonic() + cputime.POLL))
+                except TimeoutError:
+                    if time.monotonic() < deadline and (clock is None or clock() - start <= limit + GRACE):
+                        continue
+                    raise
                 if message.get("ask") == "interrupt":
                     self.interrupt()
                     self.lines.send({"ok": True})
                 elif message.get("ask") == "alive":
                     self.lines.send({"alive": bool(self.alive())})
+                elif message.get("ask") == "cpu":  # the cell's CPU seconds so far, which the judge counts
+                    self.lines.send({"cpu": clock() - start if clock is not None else 0.0})
                 else:
                     return checked(message)
         except TimeoutError:
             self._stop()
-            return "CellTimeoutError", f"{GRADERS_WORK} did not finish within {limit + GRACE:g} s, and was stopped", ""
+            return "CellTimeoutError", f"{GRADERS_WORK} did not finish within {limit:g} s, and was stopped", ""
         except (OSError, EOFError, ValueError) as exc:
             self._stop()
             return "GraderError", (f"the grader's judge of this notebook stopped ({type(exc).__name__}); "
@@ -278,10 +302,15 @@ def main(args: dict) -> None:
         lines.send({"ask": what})
         return lines.recv()
 
+    def cpu() -> float:  # the notebook's processes are outside this sandbox: the worker counts them
+        found = ask("cpu").get("cpu")
+        return float(found) if isinstance(found, int | float) else 0.0
+
     client = BlockingKernelClient()
     client.load_connection_info(args["connection"])
     judge = LocalJudge(Link(client, watched=tuple(args["watched"]), interrupt=lambda: ask("interrupt"),
-                            alive=lambda: ask("alive").get("alive") is True), args["reference"])
+                            alive=lambda: ask("alive").get("alive") is True), args["reference"],
+                       clock=cpu if args.get("clock") else None)
     while True:
         try:
             message = lines.recv()

@@ -1,12 +1,15 @@
 """Time limits that scale with the machine that grades.
 
 A cell's limit is ``--timeout``, or :data:`~.nbgrader_setup.LIMIT_MULTIPLE` times what the same cell of
-the solution takes on this machine when that is longer: a slow laptop or a busy server raises the
-limits of the cells that are slow everywhere (a training test, a long demonstration) and leaves the
-rest as they are. The solution notebook of an assignment is graded once per machine, through the
-grader itself (so its judged test cells are timed as a student's are), and the seconds of its cells
-are kept in ``data/cache/limits/``, under a key made of the grader's version, the machine and the
-threads a kernel gets: the next grading run on the same machine reads them.
+the solution takes on this machine when that is longer: a slow laptop raises the limits of the cells
+that are slow everywhere (a training test, a long demonstration) and leaves the rest as they are. The
+seconds are CPU seconds of the notebook's own processes (its kernel's and its judge's,
+:mod:`.cputime`), as the limits are: other work on the machine does not change them, so a
+measurement made on a busy machine is not a smaller budget than one made on a quiet one. The
+solution notebook of an assignment is graded once per machine, through the grader itself (so its
+judged test cells are timed as a student's are), and the seconds of its cells are kept in
+``data/cache/limits/``, under a key made of the grader's version, the machine and the threads a
+kernel gets: the next grading run on the same machine reads them.
 
 Grading the solution checks the machine too: a solution that does not score full marks here is
 reported (the grades of this machine could not be trusted).
@@ -56,7 +59,7 @@ def save(path: Path, seconds: dict[str, float]) -> None:
 
 
 def measured(autograded: Path) -> dict[str, float]:
-    """Seconds of each graded or answer cell of an autograded notebook, by grade_id."""
+    """CPU seconds of each graded or answer cell of an autograded notebook, by grade_id."""
     nb: Any = nbformat.read(autograded, as_version=4)
     seconds = {}
     for cell in nb.cells:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import hmac
@@ -27,7 +28,7 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, Overwri
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
-from transformer_course.grading import forkserver, judge_box
+from transformer_course.grading import cputime, forkserver, judge_box
 from transformer_course.grading.judge_box import BoxedJudge, LocalJudge
 from transformer_course.grading.workarea import judged, kernel_mounts
 from transformer_course.layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
@@ -40,6 +41,8 @@ STUB_MESSAGE = "not written yet: replace this line with your code, run the cell,
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
 MAX_RECORD_CHARS = 16_000_000  # a test cell's record of checked values (base64), at most
+# Limits are CPU seconds of the notebook's own processes (its kernel's and its judge's: cputime), which a busy
+# machine does not change, with cputime.WALL_FACTOR times as many on the clock as an outer bound.
 # A graded or answer cell that runs past its limit runs once more with this many times the limit before
 # it loses points (a slow or busy machine costs time, not points); a provided cell (no points, no answer:
 # a demonstration) may run PROVIDED_FACTOR times the limit, and its timing out is reported as no fault
@@ -51,7 +54,7 @@ PROVIDED_FACTOR = 10
 # measures it; SOLUTION_SECONDS holds it, by notebook then grade_id, for this process).
 LIMIT_MULTIPLE = 10
 SOLUTION_SECONDS: dict[str, dict[str, float]] = {}
-SECONDS_KEY = "course_seconds"  # cell metadata: how long the grader's run of the cell took
+SECONDS_KEY = "course_seconds"  # cell metadata: the CPU seconds the grader's run of the cell took
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
 
 
@@ -307,6 +310,8 @@ class KeepGradesOnCrash(Execute):
         self._tested: dict[str, str] = {}  # the test cells sent to a judge so far, in order: grade_id -> source
         self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
         self._judged = bool(self.reference) and judged(Path(self.reference), self._notebook)
+        # A judge in this process (not boxed) spends its CPU here: counted as the notebook's.
+        self._cpu = cputime.Clock(self._processes, itself=self._judged and not judge_box.enabled())
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -338,11 +343,11 @@ class KeepGradesOnCrash(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
-        start = time.monotonic()
+        start = self._cpu()
         try:
             cell, resources = self._run_cell(cell, resources, index)
         finally:
-            cell.metadata[SECONDS_KEY] = round(time.monotonic() - start, 3)  # limits.measure reads it
+            cell.metadata[SECONDS_KEY] = round(self._cpu() - start, 3)  # CPU seconds: limits.measured reads them
             cell.outputs = merged_streams(cell.get("outputs", []))
         if _timed_out(cell) and not _provided(cell):  # say what the limits were: they differ by cell
             limit = self._limit(cell, self.timeout or 60)
@@ -350,7 +355,8 @@ class KeepGradesOnCrash(Execute):
                 if output.get("ename") == "CellTimeoutError":
                     grader = str(output.get("evalue", "")).startswith(judge_box.GRADERS_WORK)
                     output["evalue"] = (f"{judge_box.GRADERS_WORK + ' ' if grader else ''}did not finish within "
-                                        f"{limit:g} s, nor within {limit * RETRY_FACTOR:g} s when run again, and was "
+                                        f"{limit:g} s of CPU time, nor within {limit * RETRY_FACTOR:g} s when run "
+                                        f"again (or {cputime.WALL_FACTOR} times as long on the clock), and was "
                                         + ("stopped" if grader else "interrupted (an endless loop?)"))
         return cell, resources
 
@@ -454,11 +460,44 @@ class KeepGradesOnCrash(Execute):
             try:
                 return BoxedJudge(self.km.get_connection_info(), self.km.kernel_hidden(), self.reference, watched,
                                   interrupt, alive, memory_mb=self.judge_memory_mb,
-                                  cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()))
+                                  cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()), clock=self._cpu)
             except (forkserver.TemplateError, OSError, KeyError, TypeError, ValueError) as exc:
                 raise RuntimeError(f"the judge of {self._notebook} could not start in its sandbox ({exc})") from exc
         return LocalJudge(Link(self.km.blocking_client(), watched=watched, interrupt=interrupt, alive=alive),
-                          self.reference)
+                          self.reference, clock=self._cpu)
+
+    def _processes(self) -> list[int]:
+        """The roots of the notebook's process trees, as this process sees them: its kernel's sandbox
+        (the worker's kernel template, which holds one kernel at a time) or process, and its judge's
+        sandbox (:mod:`.cputime` counts what they spend)."""
+        roots = []
+        provisioner = getattr(self.km, "provisioner", None)
+        if getattr(provisioner, "forked", False):
+            roots.append(provisioner.fork_server.process.pid)
+        elif getattr(provisioner, "process", None) is not None:
+            roots.append(provisioner.process.pid)
+        server = getattr(self._judging, "server", None)
+        if server is not None:
+            roots.append(server.process.pid)
+        return roots
+
+    async def _async_poll_for_reply(self, msg_id, cell, timeout, task_poll_output_msg, task_poll_kernel_alive):
+        """nbclient's wait for a cell's reply, with ``timeout`` counted in CPU seconds of the notebook's
+        processes (:mod:`.cputime`), and :data:`~.cputime.WALL_FACTOR` times it on the clock as the outer
+        bound: a busy machine slows a cell down, but does not make it spend more CPU time."""
+        if timeout is None:
+            return await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
+                                                       task_poll_kernel_alive)
+        start, used = time.monotonic(), self._cpu()
+        wall = timeout * cputime.WALL_FACTOR
+        while not task_poll_output_msg.done():  # done: the kernel is idle again, its reply sent
+            if self._cpu() - used > timeout or time.monotonic() - start > wall:
+                # nbclient's own path at its timeout (interrupt, then the timeout's error), taken at once
+                return await super()._async_poll_for_reply(msg_id, cell, 0, task_poll_output_msg,
+                                                           task_poll_kernel_alive)
+            await asyncio.wait({task_poll_output_msg}, timeout=cputime.POLL)
+        return await super()._async_poll_for_reply(msg_id, cell, max(10.0, wall - (time.monotonic() - start)),
+                                                   task_poll_output_msg, task_poll_kernel_alive)
 
     def _stop(self, cell, resources, index):
         with contextlib.suppress(Exception):
