@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("grade", help="autograde SUBMITTED/<student_id>/<assignment>/<notebook>.ipynb")
     p.add_argument("submitted", help="folder of student folders (nbgrader's submitted/ layout)")
     p.add_argument("--out", required=True, help="where grades.csv, exercises.csv and feedback/ go")
-    p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
+    p.add_argument("--timeout", type=int, default=30, help="CPU seconds a cell may spend (default 30)")
     p.add_argument("--workers", type=int, default=None,
                    help="grading processes on this machine (default: one per core; 1 = no Dask)")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -194,13 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("notebook", help="path to your NN_name.ipynb")
     p.add_argument("--json", action="store_true",
                    help="print the result as JSON (score, max_score, per-exercise score, max_score, feedback)")
-    p.add_argument("--timeout", type=int, default=30, help="seconds a cell may run (default 30)")
+    p.add_argument("--timeout", type=int, default=30, help="CPU seconds a cell may spend (default 30)")
     p.set_defaults(func=_check)
 
     p = sub.add_parser("gradescope", help="a Gradescope autograder zip for one assignment")
     p.add_argument("assignment", help="e.g. 01_self_attention")
     p.add_argument("--out", required=True, help="the zip to write, e.g. autograder.zip")
-    p.add_argument("--timeout", type=int, default=60, help="seconds a cell may run (default 60)")
+    p.add_argument("--timeout", type=int, default=60, help="CPU seconds a cell may spend (default 60)")
     p.add_argument("--visibility", default="visible",
                    choices=["hidden", "after_due_date", "after_published", "visible"],
                    help="when students see each exercise's result and feedback (default visible)")
