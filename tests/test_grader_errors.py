@@ -292,3 +292,34 @@ def test_a_cells_limit_is_cpu_time_with_the_clock_as_outer_bound(tmp_path):
     assert "on the clock" in errors["test_asleep"]["evalue"], errors
     assert time.monotonic() - start < 4 + WALL_FACTOR * (1 + RETRY_FACTOR) + 60
     assert nb.cells[0].metadata[nbgrader_setup.SECONDS_KEY] < 1
+
+
+def test_the_cpu_clock_counts_a_process_tree_and_not_its_waiting(tmp_path):
+    """cputime.Clock over a process that waits 2 s while its child computes 1 s of CPU time (then is
+    reaped): about 1 s, whatever the clock says, with the child's time counted after it ended too."""
+    import subprocess
+    import sys
+
+    from transformer_course.grading import cputime
+
+    if not cputime.READABLE:
+        pytest.skip("no /proc here: the clock's seconds stand in for CPU time")
+    done = tmp_path / "reaped"
+    script = ("import subprocess, sys, time, pathlib\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time\\nend = time.process_time() + 1\\n"
+              "while time.process_time() < end:\\n    pass'])\n"
+              f"time.sleep(2)\nchild.wait()\npathlib.Path({str(done)!r}).touch()\ntime.sleep(30)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        clock = cputime.Clock(lambda: [parent.pid])
+        start = time.monotonic()
+        while not done.exists():
+            assert time.monotonic() - start < 120 and parent.poll() is None
+            time.sleep(0.1)
+            clock()
+        spent = clock()
+        assert 0.8 < spent < 1.8, spent
+        assert time.monotonic() - start > 2
+    finally:
+        parent.kill()
+        parent.wait()

@@ -23,6 +23,8 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # CPU, and a single-threaded cell on two cores shared by ten busy processes gets about 1/5 of a core.
 WALL_FACTOR = 5
 POLL = 0.5  # s between readings while a cell runs (a reading scans /proc: a few ms)
+# Without /proc (macOS) no process's CPU time can be read: the clock's seconds stand in for it.
+READABLE = os.path.isdir("/proc/self")
 
 
 def _processes() -> dict[int, tuple[int, float]]:
@@ -82,17 +84,21 @@ class Clock:
 
     A tree first seen at a reading counts from then on (a judges' template that started importing
     before the notebook is not the notebook's); a tree whose total drops (replaced) starts again from
-    its new value. So the clock never runs backwards.
+    its new value. So the clock never runs backwards. Where ``/proc`` cannot be read it counts the
+    clock's seconds instead (limits on the clock, as they were).
     """
 
     def __init__(self, roots: Callable[[], list[int]], itself: bool = False):
         self.roots, self.itself = roots, itself
         self._last: dict[object, float] = {}
         self._total = 0.0
+        self._made = time.monotonic()
         self()
 
     def __call__(self) -> float:
         """The CPU seconds spent so far."""
+        if not READABLE:
+            return time.monotonic() - self._made
         try:
             roots = [r for r in self.roots() if r]
         except Exception:  # noqa: BLE001 (a kernel not started yet, or gone: nothing of it to count)
