@@ -441,7 +441,20 @@ def setup_line(limits: dict) -> str:
     return (f"grading with: nbgrader's configuration from transformer_course.grading.nbgrader_setup (the same as "
             f"autograder/nbgrader_config.py); {where}; limits: {limits['timeout']} s a cell (more where the solution "
             f"needs it), {limits['notebook_timeout']} s a notebook, {limits['memory_mb']} MiB, "
-            f"{limits['max_output_mb']:g} M characters of output")
+            f"{limits['max_output_mb']:g} M characters of output{memory_line(limits)}")
+
+
+def memory_line(limits: dict) -> str:
+    """What bounds a notebook's memory beyond its kernel's own limit, as the setup line says it."""
+    from transformer_course.grading import forkserver, memcg
+    from transformer_course.grading.kernels import MAX_KERNEL_MESSAGE
+
+    where = ""
+    if not sandbox.warning():
+        where = (f"; {memcg.status()}" + (f" ({limits['memory_mb'] + forkserver.TEMPLATE_MB} MiB with the "
+                 "template)" if limits["memory_mb"] and forkserver.enabled() and memcg.status().startswith("a ")
+                 else "") + f", {sandbox.TMPFS_BYTES >> 20} MiB of /tmp and of /dev/shm")
+    return f"{where}; a kernel's message at most {MAX_KERNEL_MESSAGE >> 20} MiB (larger: refused unread)"
 
 
 class OutputBusy(RuntimeError):

@@ -33,7 +33,7 @@ from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
-from transformer_course.grading import sandbox
+from transformer_course.grading import memcg, sandbox
 
 # Imported by the template once: what the course's notebooks import, and the kernel itself.
 # Not matplotlib_inline.backend_inline: imported before the kernel's shell exists, it never hooks
@@ -59,6 +59,17 @@ def enabled() -> bool:
     return sandbox.bwrap() is not None and sandbox.isolates_network()
 
 
+# The memory one notebook's kernel may use (MiB; 0: no limit), set by the grader (set_memory); the sandbox of a
+# template and what it forks is limited to this plus TEMPLATE_MB, the template's own (torch and the rest imported).
+MEMORY_MB = [4096]  # the grader's default (--memory-limit)
+TEMPLATE_MB = 2048
+
+
+def set_memory(memory_mb: int) -> None:
+    """The memory (MiB; 0: none) of the templates this process starts from now on (:mod:`.memcg`)."""
+    MEMORY_MB[0] = max(0, int(memory_mb))
+
+
 _SOCKETS: list[str] = []  # this process's folder for kernels' IPC sockets, bound into every template's sandbox
 
 
@@ -76,8 +87,12 @@ class ForkServer:
 
     def __init__(self, cmd: list[str], env: dict):
         self.env = {k: env.get(k) for k in STARTUP_ENV}
+        # Everything the sandbox holds counts against one limit: the template, its kernel or judge, their tmpfs.
+        self.group = memcg.create((MEMORY_MB[0] + TEMPLATE_MB) << 20) if MEMORY_MB[0] else None
+        group = self.group
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, env=env, cwd="/", text=True)
+                                        stderr=subprocess.DEVNULL, env=env, cwd="/", text=True,
+                                        preexec_fn=(lambda: memcg.join(group)) if group else None)
         self.ready = False
 
     def alive(self) -> bool:
@@ -109,6 +124,7 @@ class ForkServer:
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.process.kill()  # bwrap, and with it the whole sandbox
             self.process.wait(10)
+        memcg.remove(self.group)
 
 
 _SERVERS: dict[tuple[str, ...], ForkServer] = {}

@@ -242,6 +242,7 @@ class Grader:
         self.repo = repo or Repo()
         self.work = work = work.resolve()  # nbgrader resolves a relative path inside its course root
         self.timeout = timeout
+        forkserver.set_memory(memory_mb)  # the memory cgroup of the sandboxes started from now on
         if not created:
             workarea.create(work, self.repo)  # the template imports while nbgrader sets up
         self.assignments = [a for a in convert_sources(self.repo) if only in (None, a.name)]

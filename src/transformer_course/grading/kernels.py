@@ -9,10 +9,46 @@ import shutil
 import tempfile
 import uuid
 
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import List, Unicode
+from traitlets import List, Unicode, default
+from zmq.utils.monitor import recv_monitor_message
 
 from transformer_course.grading import forkserver, sandbox
+
+# Bytes of one message a kernel may send the grading worker. ZeroMQ checks a message's announced size
+# before receiving it and drops the connection to a kernel that sends more: nothing of it is read
+# (a test cell's record, 16 MB at most, and a figure fit). The kernel is then stopped (nbgrader_setup).
+MAX_KERNEL_MESSAGE = 32 * 2**20
+
+
+class BoundedKernelClient(AsyncKernelClient):
+    """jupyter_client's client whose sockets refuse a message over :data:`MAX_KERNEL_MESSAGE`
+    (ZeroMQ's ``MAXMSGSIZE``), and say so through :meth:`oversized`."""
+
+    _monitors: list | None = None
+    _dropped = False
+
+    def _create_connected_socket(self, channel: str, identity: bytes | None = None) -> zmq.Socket:
+        self.context.setsockopt(zmq.MAXMSGSIZE, MAX_KERNEL_MESSAGE)  # a default for the socket created next
+        try:
+            sock = super()._create_connected_socket(channel, identity)
+        finally:
+            self.context.sockopts.pop(zmq.MAXMSGSIZE, None)
+        if channel in ("iopub", "shell"):  # the channels a cell's output and reply come on
+            monitor = sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self._monitors = [*(self._monitors or []), zmq.Socket.shadow(monitor.underlying)]
+        return sock
+
+    def oversized(self) -> bool:
+        """Whether a connection to the kernel was ever dropped: the kernel sent a message over the cap (or
+        died, which the caller tells apart by asking whether it is alive). Its output after the dropped
+        message may be lost with it (the kernel's "idle"): the cell cannot be read to its end."""
+        for monitor in self._monitors or []:
+            while monitor.poll(0):
+                self._dropped |= recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED
+        return self._dropped
 
 
 class SandboxedKernelManager(AsyncKernelManager):
@@ -24,6 +60,10 @@ class SandboxedKernelManager(AsyncKernelManager):
     writable = List(Unicode(), help="folders it may write").tag(config=True)
     _sockets = ""  # the folder of this kernel's IPC sockets, when it has no network
     _forked = False
+
+    @default("client_factory")
+    def _bounded_client(self) -> type:
+        return BoundedKernelClient
 
     async def _async_pre_start_kernel(self, **kw):
         if forkserver.enabled() and self.provisioner is None:

@@ -346,6 +346,8 @@ class KeepGradesOnCrash(Execute):
         start = self._cpu()
         try:
             cell, resources = self._run_cell(cell, resources, index)
+            if self._dead_at is None and self._flooded():
+                cell, resources = self._refuse_flood(cell, resources, index)
         finally:
             cell.metadata[SECONDS_KEY] = round(self._cpu() - start, 3)  # CPU seconds: limits.measured reads them
             cell.outputs = merged_streams(cell.get("outputs", []))
@@ -358,6 +360,29 @@ class KeepGradesOnCrash(Execute):
                                         f"{limit:g} s of CPU time, nor within {limit * RETRY_FACTOR:g} s when run "
                                         f"again (or {cputime.WALL_FACTOR} times as long on the clock), and was "
                                         + ("stopped" if grader else "interrupted (an endless loop?)"))
+        return cell, resources
+
+    def _refused_unread(self) -> bool:
+        oversized = getattr(self.kc, "oversized", None)
+        return oversized is not None and oversized()
+
+    def _flooded(self) -> bool:
+        """Whether the kernel, still alive, sent a message over :data:`~.kernels.MAX_KERNEL_MESSAGE` since the
+        last look (ZeroMQ dropped it unread; a kernel that died drops its connections too, said elsewhere)."""
+        return self._refused_unread() and run_sync(self.km.is_alive)()
+
+    def _refuse_flood(self, cell, resources, index):
+        """Stop a kernel that sent an oversized message: the cell says so; later cells do not run, as after a crash."""
+        from transformer_course.grading.kernels import MAX_KERNEL_MESSAGE
+
+        with contextlib.suppress(Exception):
+            run_sync(self.km.shutdown_kernel)(now=True)
+        self._dead_at = index
+        self._stopped = "an earlier cell sent more output in one message than the grader accepts"
+        cell.outputs = [o for o in cell.get("outputs", []) if o.get("output_type") != "error"]
+        cell.outputs.append(_error("DeadKernelError", f"this cell printed or displayed more than "
+                                   f"{MAX_KERNEL_MESSAGE // 2**20} MiB in one message; the grader did not read it "
+                                   "and stopped the kernel"))
         return cell, resources
 
     def _run_cell(self, cell, resources, index):
@@ -385,7 +410,9 @@ class KeepGradesOnCrash(Execute):
                 cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
                                            "(sys.exit/os._exit, a crash, or out of memory?)"))
                 return cell, resources
-            except CellTimeoutError:  # no reply even after the interrupt
+            except CellTimeoutError:  # no reply even after the interrupt (or its output was refused unread)
+                if self._flooded():
+                    return self._refuse_flood(cell, resources, index)
                 return self._stop(cell, resources, index)
             finally:
                 self._factor = 1
@@ -491,7 +518,8 @@ class KeepGradesOnCrash(Execute):
         start, used = time.monotonic(), self._cpu()
         wall = timeout * cputime.WALL_FACTOR
         while not task_poll_output_msg.done():  # done: the kernel is idle again, its reply sent
-            if self._cpu() - used > timeout or time.monotonic() - start > wall:
+            # (an output refused unread may have taken the kernel's "idle" with it: no use waiting for it)
+            if self._cpu() - used > timeout or time.monotonic() - start > wall or self._refused_unread():
                 # nbclient's own path at its timeout (interrupt, then the timeout's error), taken at once
                 return await super()._async_poll_for_reply(msg_id, cell, 0, task_poll_output_msg,
                                                            task_poll_kernel_alive)

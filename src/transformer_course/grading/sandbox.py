@@ -33,6 +33,10 @@ from pathlib import Path
 # the grader mounts for it: the operating system, nothing else (a copy of the course elsewhere
 # on the machine, say in a user's home, stays out of its reach).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+# Bytes a kernel may keep in files in its /tmp (its HOME) and in /dev/shm, each; and in the empty
+# folders that hide the grader's (they hold only the mount points of what is shown inside them).
+TMPFS_BYTES = 512 * 2**20
+HIDING_BYTES = 2**20
 
 
 def bwrap() -> str | None:
@@ -100,7 +104,9 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
     # with CAP_SYS_ADMIN can unmount the tmpfs that hides a folder and read what it hid.
     args = [exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--cap-drop", "ALL",
             *([] if network else ["--unshare-net"]),
-            *_system(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+            # Sized: files there are memory that no process limit counts (the memory cgroup does, where there is one).
+            *_system(), "--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm", "--proc", "/proc",
+            "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
             "--setenv", "HOME", "/tmp", "--setenv", "IPYTHONDIR", "/tmp/.ipython",
             "--setenv", "MPLCONFIGDIR", "/tmp/.matplotlib", "--setenv", "PYTHONNOUSERSITE", "1",
             # ipykernel watches its parent and exits when that is PID 1, as bwrap's init is; 1 turns
@@ -109,7 +115,7 @@ def command(cmd: list[str], hidden: list[str], readonly: list[str], writable: li
     for path in hidden:
         resolved = Path(path).resolve()
         if resolved.is_dir() and resolved != Path("/") and not resolved.is_relative_to("/tmp"):
-            args += ["--tmpfs", path]
+            args += ["--size", str(HIDING_BYTES), "--tmpfs", path]
     for path in readonly:
         if Path(path).exists():
             args += ["--ro-bind", path, path]

@@ -1,0 +1,104 @@
+"""Memory a notebook can pin outside its kernel's own limit: messages it sends the grading process, files in
+its tmpfs, shared memory. Each is bounded, and the notebook gets a grade and feedback that says what happened."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import nbformat
+import pytest
+
+from transformer_course.grading import forkserver, memcg, sandbox
+from transformer_course.quality import attacks
+from transformer_course.quality.attacks import A01
+
+from .conftest import GRADING_TIMEOUT, ROOT
+
+# Grades one notebook of 01 in a fresh process (workers=1: the grading process is the worker) and prints its
+# result and that process's peak resident memory. ``unbounded`` turns the message cap off (to show the test fails).
+GRADE = """
+import json, resource, sys
+from pathlib import Path
+from transformer_course.grading import kernels
+from transformer_course.grading.batch import grade_class
+from transformer_course.layout import Repo
+if sys.argv[3] == "unbounded":
+    kernels.MAX_KERNEL_MESSAGE = -1
+r = grade_class(Path(sys.argv[1]), Path(sys.argv[2]), Repo(), timeout=int(sys.argv[5]), progress=False, workers=1,
+                memory_mb=int(sys.argv[4]))[0]
+print(json.dumps({"status": r.status, "score": r.score, "reason": r.reason,
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _grade(tmp_path, name: str, code: str, bound: str = "bounded", memory_mb: int = 4096) -> tuple[dict, str]:
+    """The grading process's result for the solution with ``code`` after softmax, and what its cells printed."""
+    nb = nbformat.read(ROOT / "solutions" / f"{A01}.ipynb", as_version=4)
+    attacks.add_after(nb, "softmax", code)
+    folder = tmp_path / "in" / name / A01
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{A01}.ipynb")
+    done = subprocess.run([sys.executable, "-c", GRADE, str(tmp_path / "in"), str(tmp_path / "out"), bound,
+                           str(memory_mb), str(GRADING_TIMEOUT)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    graded = nbformat.read(tmp_path / "out" / "nbgrader" / "autograded" / name / A01 / f"{A01}.ipynb", as_version=4)
+    printed = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    return json.loads(done.stdout.strip().splitlines()[-1]), printed
+
+
+FLOOD = "import sys\nfor _ in range(3):\n    sys.stdout.write('x' * (150 * 2**20))\n    sys.stdout.flush()"
+
+
+@pytest.mark.skipif(sandbox.warning() != "", reason="the grader's kernels run without the sandbox here")
+def test_a_kernels_oversized_message_is_refused_unread(tmp_path):
+    """Three 150 MiB messages from one cell: ZeroMQ refuses each before the grading process reads it (its
+    peak memory stays that of an honest notebook, about 330 MiB here, where it reached 2 GB before), the kernel
+    is stopped, the cell says why, and the grade is given."""
+    result, graded = _grade(tmp_path, "flooder", FLOOD)
+    assert result["peak_mib"] < 700, result
+    assert result["status"] == "crashed", result
+    assert "more than 32 MiB in one message" in result["reason"], result
+
+
+@pytest.mark.skipif(sandbox.warning() != "", reason="the grader's kernels run without the sandbox here")
+def test_without_the_cap_the_flood_reaches_the_grading_process(tmp_path):
+    """The same notebook with the cap off: the grading process holds the messages (what the test above rules out)."""
+    result, _ = _grade(tmp_path, "flooder", FLOOD, "unbounded")
+    assert result["peak_mib"] > 700, result
+
+
+HOARD = textwrap.dedent("""
+    import mmap, os
+    held = {}
+    for folder in ('/tmp', '/dev/shm'):
+        held[folder] = 0
+        try:
+            with open(folder + '/hoard', 'wb') as f:
+                for _ in range(32):  # 2 GiB, 64 MiB at a time
+                    f.write(b'x' * (64 << 20))
+                    f.flush()
+                    held[folder] += 64
+        except OSError:
+            pass
+    print('HELD', held, flush=True)
+    shared = mmap.mmap(-1, 6 << 30)  # shared anonymous memory: not in the kernel's data segment
+    for at in range(0, len(shared), 4096):  # every page
+        shared[at] = 1
+    print('SHARED 6 GiB HELD', flush=True)
+""")
+
+
+@pytest.mark.skipif(sandbox.warning() != "", reason="the grader's kernels run without the sandbox here")
+def test_files_and_shared_memory_count_against_the_notebooks_memory(tmp_path):
+    """An answer that fills /tmp and /dev/shm (tmpfs) and touches 6 GiB of shared memory, which the kernel's
+    data-segment limit does not count: each tmpfs stops at its size, and where there is a memory cgroup the
+    kernel is ended past the sandbox's limit, its notebook graded as crashed, never 6 GiB held."""
+    result, graded = _grade(tmp_path, "hoarder", HOARD, memory_mb=1024)
+    held = json.loads(graded.split("HELD ", 1)[1].split("\n", 1)[0].replace("'", '"'))
+    assert set(held) == {"/tmp", "/dev/shm"} and all(mib <= sandbox.TMPFS_BYTES >> 20 for mib in held.values()), held
+    if memcg.status().startswith("a ") and forkserver.enabled():
+        assert "SHARED 6 GiB HELD" not in graded
+        assert result["status"] == "crashed" and "the kernel died" in result["reason"], result
