@@ -45,7 +45,7 @@ import nbformat
 import numpy as np
 
 from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
-from transformer_course.spreadsheet import write_rows
+from transformer_course.grading.spreadsheet import write_rows
 
 SOLUTION = "published solution"
 # Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published

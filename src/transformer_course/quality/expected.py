@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 
 from transformer_course.layout import Repo
-from transformer_course.spreadsheet import read_rows
+from transformer_course.grading.spreadsheet import read_rows
 
 
 def load(path: Path) -> dict:
