@@ -61,11 +61,11 @@ from transformer_course.grading.grade import (
 )
 from transformer_course.grading.intake import DEFAULT_MAX_MB
 from transformer_course.grading.nbgrader_setup import generated_course
+from transformer_course.grading.spreadsheet import csv_text
 from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
-from transformer_course.grading.spreadsheet import csv_text
 
 MATHJAX_FOLDER = ".mathjax"  # under OUT/feedback: no student id starts with "." (discover() skips those)
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting

@@ -44,8 +44,8 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
 from transformer_course.grading.spreadsheet import write_rows
+from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
 
 SOLUTION = "published solution"
 # Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published

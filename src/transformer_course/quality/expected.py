@@ -14,8 +14,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from transformer_course.layout import Repo
 from transformer_course.grading.spreadsheet import read_rows
+from transformer_course.layout import Repo
 
 
 def load(path: Path) -> dict:
