@@ -206,8 +206,11 @@ class BoxedJudge:
             info = {k: v.decode() if isinstance(v, bytes) else v for k, v in connection.items()}
             args = {"socket": path, "connection": info, "reference": str(Path(reference).resolve()),
                     "watched": list(watched), "memory_mb": memory_mb, "cpu_s": cpu_s, "clock": clock is not None}
-            self.pid = int(self.server.request({"op": "call", "module": __name__, "function": "main",
-                                                "args": args}, START_TIMEOUT)["pid"])
+            # The judges' folder, emptied of all but this judge's socket once the last judge has ended: a file
+            # a judge left there (code of a student's that ran in it) reaches no other.
+            self.pid = int(self.server.request({"op": "call", "module": __name__, "function": "main", "args": args,
+                                                "empty": [judges_folder()], "keep": [path]},
+                                               START_TIMEOUT)["pid"])
             conn = self._accept(listener)
         finally:
             listener.close()

@@ -11,8 +11,8 @@ once, never runs any code of a notebook, and answers one JSON request a line on 
 - ``poll``: the kernel's exit code, or None while it runs;
 - ``signal``: send a signal to the kernel;
 - ``clean``: end every other process of the sandbox and empty ``/tmp`` and ``/dev/shm``;
-- ``launch`` and ``clean`` also empty the folders a request names in ``empty`` (the kernels' sockets'
-  folder, which the sandbox mounts), but for those in ``keep`` (the new kernel's own);
+- ``launch``, ``clean`` and ``call`` also empty the folders a request names in ``empty`` (the kernels'
+  or the judges' sockets' folder, which the sandbox mounts), but for those in ``keep`` (the new one's own);
 - ``call``: the same cleaning, then fork a child that runs ``module.function(args)`` and exits
   (a judge of one notebook, :mod:`transformer_course.grading.judge_box`, in a template that
   warmed that module; it stays non-dumpable).
