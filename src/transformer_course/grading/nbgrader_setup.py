@@ -358,7 +358,7 @@ class KeepGradesOnCrash(Execute):
                     grader = str(output.get("evalue", "")).startswith(judge_box.GRADERS_WORK)
                     output["evalue"] = (f"{judge_box.GRADERS_WORK + ' ' if grader else ''}did not finish within "
                                         f"{limit:g} s of CPU time, nor within {limit * RETRY_FACTOR:g} s when run "
-                                        f"again (or {cputime.WALL_FACTOR} times as long on the clock), and was "
+                                        f"again (or, waiting, {cputime.WALL_FACTOR} times as long on the clock), and was "
                                         + ("stopped" if grader else "interrupted (an endless loop?)"))
         return cell, resources
 
@@ -516,7 +516,9 @@ class KeepGradesOnCrash(Execute):
             return await super()._async_poll_for_reply(msg_id, cell, timeout, task_poll_output_msg,
                                                        task_poll_kernel_alive)
         start, used = time.monotonic(), self._cpu()
-        wall = timeout * cputime.WALL_FACTOR
+        # A cell that waits (sleeps, or blocks) spends no CPU time: the clock stops it, after WALL_FACTOR times its
+        # budget, but never later than a provided cell's budget (a budget already scaled up is not scaled again).
+        wall = min(timeout * cputime.WALL_FACTOR, max(timeout, (self.timeout or 60) * PROVIDED_FACTOR))
         while not task_poll_output_msg.done():  # done: the kernel is idle again, its reply sent
             # (an output refused unread may have taken the kernel's "idle" with it: no use waiting for it)
             if self._cpu() - used > timeout or time.monotonic() - start > wall or self._refused_unread():
