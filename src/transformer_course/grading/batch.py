@@ -439,8 +439,8 @@ def setup_line(limits: dict) -> str:
                  + ("each notebook's judge in a box of its own" if judge_box.enabled()
                     else "the checks judged in the grading process"))
     return (f"grading with: nbgrader's configuration from transformer_course.grading.nbgrader_setup (the same as "
-            f"autograder/nbgrader_config.py); {where}; limits: {limits['timeout']} s a cell (more where the solution "
-            f"needs it), {limits['notebook_timeout']} s a notebook, {limits['memory_mb']} MiB, "
+            f"autograder/nbgrader_config.py); {where}; limits: {limits['timeout']} s of CPU time a cell (more where"
+            f" the solution needs it), {limits['notebook_timeout']} s a notebook, {limits['memory_mb']} MiB, "
             f"{limits['max_output_mb']:g} M characters of output{memory_line(limits)}")
 
 
