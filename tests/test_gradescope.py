@@ -36,7 +36,7 @@ def _run(bundle, tmp_path, files: dict[str, bytes]) -> dict:
             if mode:
                 os.chmod(root / "source" / info.filename, stat.S_IMODE(mode))
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # mode too, as Gradescope does
-    (root / "submission").mkdir()
+    (root / "submission").mkdir(exist_ok=True)
     for name, data in files.items():
         (root / "submission" / name).write_bytes(data)
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
@@ -92,3 +92,15 @@ def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):
         assert all(t["score"] <= t["max_score"] for t in results["tests"])
     with pytest.raises(jsonschema.ValidationError):  # the schema can fail: a misspelt key
         jsonschema.validate({**correct, "stdout_visiblity": "hidden"}, schema)
+
+
+def test_a_linked_notebook_is_refused_not_read(bundle, tmp_path):
+    """A zip of links (an upload that points at the autograder's own files): nothing is followed or graded."""
+    target = tmp_path / "elsewhere.ipynb"
+    target.write_text("{}")
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    os.symlink(target, root / "submission" / f"{A01}.ipynb")
+    result = _run(bundle, tmp_path, {})
+    assert result["score"] == 0
+    assert f"{A01}.ipynb is a symbolic link" in result["output"], result["output"]

@@ -20,7 +20,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from transformer_course.grading import forkserver
+from transformer_course.grading import forkserver, intake
 from transformer_course.grading.grade import Grader, SubmissionResult, grader_failure, zero_scores
 from transformer_course.layout import Repo
 
@@ -117,14 +117,24 @@ def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "
     repo = Repo()
     assignment = repo.assignment(assignment_name)
     path, note = _notebook(root / "submission", f"{assignment.notebook}.ipynb")
-    if path is None:
-        result = SubmissionResult("student", assignment.name, "missing", "",
-                                  zero_scores(assignment, "not handed in"))
+    data, refused = None, ""
+    if path is not None:  # read as the class grader reads: no link followed, no special file, the size capped
+        try:
+            data = intake.read(root / "submission", path.relative_to(root / "submission"),
+                               int(intake.DEFAULT_MAX_MB * 2**20))
+        except (intake.Refused, FileNotFoundError) as exc:
+            refused = f"refused: {exc}"
+    if path is None or data is None:
+        result = SubmissionResult("student", assignment.name, "refused" if refused else "missing", refused,
+                                  zero_scores(assignment, refused or "not handed in"))
     else:
         with tempfile.TemporaryDirectory(prefix="tc-gradescope-") as tmp:
+            copy = Path(tmp) / "in" / path.name
+            copy.parent.mkdir()
+            copy.write_bytes(data)
             try:
                 result = Grader(Path(tmp) / "nbgrader", repo, timeout, only=assignment.name).grade(
-                    "student", assignment, path, "")
+                    "student", assignment, copy, "")
             except Exception as exc:  # noqa: BLE001 (GraderError or worse: results.json is written whatever happens)
                 traceback.print_exc()  # to Gradescope's stdout, for the instructor
                 result = grader_failure("student", assignment, exc)
