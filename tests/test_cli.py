@@ -104,7 +104,8 @@ def test_grade_says_how_it_grades(monkeypatch):
 
     limits = {"timeout": 60, "notebook_timeout": 1800, "memory_mb": 4096, "max_output_mb": 10.0}
     line = setup_line(limits)
-    assert "nbgrader_config.py" in line and "60 s a cell" in line and "4096 MiB" in line
+    assert "nbgrader_config.py" in line and "60 s of CPU time a cell" in line and "4096 MiB" in line
+    assert "a kernel's message at most 32 MiB" in line
     assert ("WITHOUT a sandbox" in line) == bool(sandbox.warning())
     monkeypatch.setenv("COURSE_SANDBOX", "off")
     assert "kernels WITHOUT a sandbox" in setup_line(limits)
