@@ -49,12 +49,20 @@ def _grade(tmp_path, name: str, code: str, bound: str = "bounded", memory_mb: in
     return json.loads(done.stdout.strip().splitlines()[-1]), printed
 
 
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """An honest notebook graded first, in a process of its own, with the same settings: the solution's limits are
+    then measured and kept (limits.py), so the grading processes measured below do not grade the solution too."""
+    result, _ = _grade(tmp_path_factory.mktemp("calibrated"), "honest", "pass")
+    assert result["status"] == "graded" and result["score"] == 11, result
+
+
 PEAK_MIB = 600  # the grading process's peak: an honest notebook stays far below, one 250 MiB message read goes above
 FLOOD = "import sys\nfor _ in range(3):\n    sys.stdout.write('x' * (250 * 2**20))\n    sys.stdout.flush()"
 
 
 @pytest.mark.skipif(sandbox.warning() != "", reason="the grader's kernels run without the sandbox here")
-def test_a_kernels_oversized_message_is_refused_unread(tmp_path):
+def test_a_kernels_oversized_message_is_refused_unread(calibrated, tmp_path):
     """Three 250 MiB messages from one cell: ZeroMQ refuses each before the grading process reads it (its
     peak memory stays under PEAK_MIB: 140 MiB measured, where it reached 1,130 MiB without the cap), the kernel
     is stopped, the cell says why, and the grade is given."""
@@ -65,7 +73,7 @@ def test_a_kernels_oversized_message_is_refused_unread(tmp_path):
 
 
 @pytest.mark.skipif(sandbox.warning() != "", reason="the grader's kernels run without the sandbox here")
-def test_without_the_cap_the_flood_reaches_the_grading_process(tmp_path):
+def test_without_the_cap_the_flood_reaches_the_grading_process(calibrated, tmp_path):
     """The same notebook with the cap off: the grading process holds the messages (what the test above rules out)."""
     result, _ = _grade(tmp_path, "flooder", FLOOD, "unbounded")
     assert result["peak_mib"] > PEAK_MIB, result
