@@ -106,14 +106,8 @@ def read(root: Path, relative: Path, max_bytes: int | None = None) -> bytes:
             if max_bytes is not None and st.st_size > max_bytes:
                 raise Refused(f"{shown} is {st.st_size / 2**20:.1f} MiB, over the {max_bytes / 2**20:g} MiB a "
                               "submission may have (--max-submission-mb): not read")
-            chunks, left = [], (max_bytes + 1 if max_bytes is not None else -1)
-            while left:  # a file that grows while it is read is still cut at the cap
-                chunk = os.read(file, 1 << 20 if left < 0 else min(left, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left = left - len(chunk) if left > 0 else left
-            data = b"".join(chunks)
+            with open(file, "rb", closefd=False) as f:  # a file that grows while it is read is still cut at the cap
+                data = f.read(-1 if max_bytes is None else max_bytes + 1)
             if max_bytes is not None and len(data) > max_bytes:
                 raise Refused(f"{shown} grew over the {max_bytes / 2**20:g} MiB cap while it was read: not read")
             return data
