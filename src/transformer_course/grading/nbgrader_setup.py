@@ -385,6 +385,12 @@ class KeepGradesOnCrash(Execute):
                                    "and stopped the kernel"))
         return cell, resources
 
+    def _died(self, cell, resources, index):
+        self._dead_at = index
+        cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
+                                   "(sys.exit/os._exit, a crash, or out of memory?)"))
+        return cell, resources
+
     def _run_cell(self, cell, resources, index):
         if self._dead_at is not None:
             cell.outputs = [_error("NotRun", f"not run: {self._stopped}")]
@@ -406,13 +412,12 @@ class KeepGradesOnCrash(Execute):
             try:
                 cell, resources = super().preprocess_cell(cell, resources, index)
             except DeadKernelError:
-                self._dead_at = index
-                cell.outputs.append(_error("DeadKernelError", "the kernel died while running this cell "
-                                           "(sys.exit/os._exit, a crash, or out of memory?)"))
-                return cell, resources
+                return self._died(cell, resources, index)
             except CellTimeoutError:  # no reply even after the interrupt (or its output was refused unread)
                 if self._flooded():
                     return self._refuse_flood(cell, resources, index)
+                if not run_sync(self.km.is_alive)():  # it died: its dropped connection was seen before its end
+                    return self._died(cell, resources, index)
                 return self._stop(cell, resources, index)
             finally:
                 self._factor = 1
