@@ -358,7 +358,8 @@ class KeepGradesOnCrash(Execute):
                     grader = str(output.get("evalue", "")).startswith(judge_box.GRADERS_WORK)
                     output["evalue"] = (f"{judge_box.GRADERS_WORK + ' ' if grader else ''}did not finish within "
                                         f"{limit:g} s of CPU time, nor within {limit * RETRY_FACTOR:g} s when run "
-                                        f"again (or, waiting, {cputime.WALL_FACTOR} times as long on the clock), and was "
+                                        f"again (or, waiting, {cputime.WALL_FACTOR} times as long on the clock), "
+                                        "and was "
                                         + ("stopped" if grader else "interrupted (an endless loop?)"))
         return cell, resources
 
