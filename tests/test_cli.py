@@ -146,7 +146,7 @@ def test_written_answers_keep_their_points_until_the_answer_changes(repo, tmp_pa
 
     from nbgrader.api import Gradebook
 
-    from transformer_course.grading.batch import ClassBook
+    from transformer_course.grading.classbook import ClassBook
 
     a02 = "02_scaled_dot_product"
     notebook = tmp_path / "submitted" / "ana" / a02 / f"{a02}.ipynb"

@@ -265,7 +265,7 @@ def test_written_answers_await_the_instructor_then_show_the_points_given(graded,
     from nbgrader.api import Gradebook
 
     from transformer_course.cli import main
-    from transformer_course.grading.batch import ClassBook
+    from transformer_course.grading.classbook import ClassBook
 
     a01 = "01_self_attention"
     out = tmp_path / "out"

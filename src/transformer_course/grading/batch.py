@@ -23,9 +23,7 @@ repository and ``OUT`` at the same paths.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import hashlib
-import html
 import json
 import logging
 import os
@@ -35,19 +33,18 @@ import sys
 import tempfile
 import traceback
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import nbformat
-from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.preprocessors import ClearSolutions
 from tqdm.auto import tqdm
 
 from transformer_course.course import mathjax
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading.atomic import atomic_write
+from transformer_course.grading.classbook import ClassBook
 from transformer_course.grading.grade import (
     ExerciseResult,
     Grader,
@@ -60,8 +57,7 @@ from transformer_course.grading.grade import (
     zero_scores,
 )
 from transformer_course.grading.intake import DEFAULT_MAX_MB
-from transformer_course.grading.nbgrader_setup import generated_course
-from transformer_course.grading.spreadsheet import csv_text
+from transformer_course.grading.publish import late_banner, write_csvs
 from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
 from transformer_course.instructors.deadlines import Deadlines
@@ -81,17 +77,6 @@ class Task:
     data: bytes | None
     note: str
     fingerprint: str
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write ``path`` so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(raw)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(f.name, path)
 
 
 def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task) -> dict:
@@ -166,146 +151,6 @@ def _grader_error(task: Task, assignment: Assignment, error: BaseException) -> d
     trace = "".join(traceback.format_exception(error))
     return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result), "fingerprint": "",
             "autograded": None, "traceback": trace}
-
-
-CLASS_CONFIG = """\
-# Written by `transformer-course grade`: this folder is the graded class's nbgrader course root.
-# Open the formgrader here (`jupyter lab` from this folder, Nbgrader menu > Formgrader) or run
-# `nbgrader export`. Same configuration as the repository's autograder/nbgrader_config.py.
-from pathlib import Path
-
-from transformer_course.layout import Repo
-from transformer_course.grading.nbgrader_setup import make_config
-
-c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
-c.merge(make_config(Path(__file__).resolve().parent, Repo(Path({repo!r}))))
-"""
-
-
-class ClassBook:
-    """The class's nbgrader course root ``OUT/nbgrader``: gradebook rows and autograded notebooks,
-    written by one process only."""
-
-    def __init__(self, root: Path, repo: Repo):
-        self.root = root
-        self.coursedir = generated_course(root, repo, repo.assignments()).coursedir
-        # nbgrader (formgrader, `nbgrader export`) run in this folder reads this configuration:
-        # the same course id and sources as the gradebook, or it finds no assignments.
-        atomic_write(root / "nbgrader_config.py", CLASS_CONFIG.format(repo=str(repo.root)))
-
-    def record(self, assignment: Assignment, payload: dict) -> None:
-        result = payload["result"]
-        student = result["student_id"]
-        name = f"{assignment.notebook}.ipynb"
-        questions = {q.grade_id for q in assignment.questions}
-        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
-            gb.update_or_create_student(student)
-            kept = self._kept(gb, assignment, student, payload.get("autograded")) if questions else {}
-            given = answers(payload["autograded"]) if questions and payload.get("autograded") else {}
-            try:
-                gb.remove_submission(assignment.name, student)
-            except MissingEntry:
-                pass
-            if result["status"] not in ("missing", "refused"):  # refused: nothing of it was read
-                gb.add_submission(assignment.name, student)
-                notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
-                for grade in notebook.grades:
-                    if grade.name in questions and not answered(given.get(grade.name)):
-                        grade.auto_score, grade.needs_manual_grade = 0.0, False
-                        grade.manual_score = kept.get(grade.name, (None, None))[0]  # an override stays
-                    elif grade.name in questions:  # the instructor's: awaiting, or the points given before
-                        grade.auto_score = None
-                        grade.manual_score = kept.get(grade.name, (None, None))[0]
-                        grade.needs_manual_grade = grade.manual_score is None
-                    else:
-                        grade.auto_score = payload["cells"].get(grade.name, 0.0)
-                        grade.needs_manual_grade = False  # an autograded test cell
-                for comment in notebook.comments:
-                    if comment.name in kept:
-                        comment.manual_comment = kept[comment.name][1]
-                gb.db.commit()
-        if payload["autograded"] is not None:
-            atomic_write(self.root / "autograded" / student / assignment.name / name, payload["autograded"])
-        # The formgrader lists a student under an assignment when nbgrader's submitted/ has it.
-        if payload.get("submitted") is not None:
-            atomic_write(self.root / "submitted" / student / assignment.name / name, payload["submitted"])
-        else:
-            shutil.rmtree(self.root / "submitted" / student / assignment.name, ignore_errors=True)
-
-    def _kept(self, gb: Gradebook, assignment: Assignment, student: str, autograded: bytes | None
-              ) -> dict[str, tuple[float, str | None]]:
-        """The manual points (and comments) given to answers in words that this new submission
-        leaves unchanged, by grade_id: regrading must not lose them; a changed answer awaits again."""
-        try:
-            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
-        except MissingEntry:
-            return {}
-        given = {g.name: g.manual_score for g in notebook.grades if g.manual_score is not None}
-        comments = {c.name: c.manual_comment for c in notebook.comments}
-        before = self.root / "autograded" / student / assignment.name / f"{assignment.notebook}.ipynb"
-        old = answers(before.read_bytes()) if before.is_file() else {}
-        new = answers(autograded) if autograded else {}
-        return {q.grade_id: (given[q.grade_id], comments.get(q.grade_id)) for q in assignment.questions
-                if q.grade_id in given and before.is_file() and old.get(q.grade_id) == new.get(q.grade_id)}
-
-    def written(self, results: list[SubmissionResult], assignments: dict[str, Assignment]) -> None:
-        """Set each result's manual score and status from the gradebook, where formgrader writes
-        the instructor's points: ``graded`` when every question of the notebook has points (the
-        score is their sum), else ``awaiting`` (no score). Nothing for a notebook without
-        questions or one not handed in (missing, unreadable, or not graded for the grader's fault)."""
-        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
-            for r in results:
-                assignment = assignments.get(r.assignment)
-                if assignment is None or not assignment.questions:
-                    continue
-                r.manual_max_score = assignment.manual_max_score
-                if r.status not in ("graded", "crashed"):
-                    continue
-                try:
-                    notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, r.student_id)
-                except MissingEntry:
-                    continue
-                # nbgrader's rule: the instructor's points, else the automatic 0 of an unanswered question
-                given = {g.name: g.auto_score if g.manual_score is None else g.manual_score for g in notebook.grades}
-                scores = [given.get(q.grade_id) for q in assignment.questions]
-                done = all(s is not None for s in scores)
-                r.manual_status = "graded" if done else "awaiting"
-                r.manual_score = float(sum(scores)) if done else None
-
-    def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
-        """The due date, the submission's time and its late penalty in the gradebook, where nbgrader
-        keeps them (naive UTC): the formgrader and ``nbgrader export`` show them."""
-        def utc(when: dt.datetime) -> dt.datetime:
-            return when.astimezone(dt.UTC).replace(tzinfo=None)
-
-        with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
-            gb.find_assignment(assignment.name).duedate = None if due is None else utc(due)
-            submission = gb.find_submission(assignment.name, result.student_id)
-            if result.submitted_at:
-                submission.timestamp = utc(dt.datetime.fromisoformat(result.submitted_at))
-            notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, result.student_id)
-            notebook.late_submission_penalty = result.late_penalty or None
-            gb.db.commit()
-
-
-STUB = ClearSolutions.text_stub.default_value  # what nbgrader's release puts in an answer cell in words
-
-
-def answered(answer: str | None) -> bool:
-    """Whether an answer in words is there to grade: the cell is present and not the release's stub.
-    An unanswered question gets 0 automatically (the instructor can still give points)."""
-    return answer is not None and answer.strip() not in ("", STUB)
-
-
-def answers(notebook: bytes) -> dict[str, str]:
-    """The answers in words of a notebook (its manually graded cells' text), by grade_id."""
-    try:
-        nb = nbformat.reads(notebook.decode("utf-8", errors="replace"), as_version=4)
-    except Exception:  # noqa: BLE001 (an unreadable notebook has no answers)
-        return {}
-    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("solution") and c.metadata.get("nbgrader", {}).get("grade")
-            and c.metadata["nbgrader"].get("grade_id")}
 
 
 def _as_result(record: dict) -> SubmissionResult:
@@ -560,38 +405,11 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
             if r.status not in ("missing", "refused", GRADER_ERROR):
                 assignment = assignments[r.assignment]
                 book.lateness(assignment, r, deadlines.due(r.assignment))
-                _late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
+                late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
                              r, deadlines)
     book.written(results, assignments)
     write_csvs(results, out)
     return results
-
-
-BANNER = ("<!-- course: lateness -->", "<!-- /course: lateness -->")
-
-
-def _late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> None:
-    """Say on the feedback page when the notebook was handed in against its due date (replacing what
-    an earlier run said there)."""
-    if not page.is_file():
-        return
-    text = page.read_text()
-    start, end = text.find(BANNER[0]), text.find(BANNER[1])
-    if start >= 0 and end > start:
-        text = text[:start] + text[end + len(BANNER[1]):]
-    due = deadlines.due(result.assignment)
-    if result.submitted_at:
-        said = (f"Handed in {result.submitted_at}, due {due.isoformat(timespec='minutes')}: "
-                + (f"{result.late_by:g} h late; {result.late_penalty:g} points off "
-                   f"({html.escape(deadlines.policy.describe())})." if result.late_by else "on time."))
-    else:
-        said = "When this notebook was handed in is not known."
-    if result.late_note:
-        said += f" ({html.escape(result.late_note)}.)"
-    banner = (f'{BANNER[0]}<div style="border:1px solid #999;padding:.5em;margin:.5em 0;font-family:sans-serif">'
-              f"{said}</div>{BANNER[1]}")
-    at = text.find(">", text.find("<body")) + 1 if "<body" in text else 0
-    atomic_write(page, text[:at] + banner + text[at:])
 
 
 def _log_error(log: Path, task: Task, payload: dict) -> None:
@@ -616,61 +434,3 @@ def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> 
     atomic_write(out / "results" / result["student_id"] / f"{assignment.name}.json", json.dumps(record, indent=1))
 
 
-def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
-    """Read the points of the answers in words again from ``OUT/nbgrader/gradebook.db`` (where
-    formgrader writes the instructor's grading) and rewrite the tables with them; no notebook is
-    graded again. Returns the results, as ``OUT/results.json`` now holds them."""
-    known = {f.name for f in fields(SubmissionResult)}
-    results = []
-    for r in json.loads((out / "results.json").read_text()):
-        r = {k: v for k, v in r.items() if k in known}
-        results.append(SubmissionResult(**{**r, "exercises": [ExerciseResult(**e) for e in r["exercises"]]}))
-    ClassBook(out / "nbgrader", repo).written(results, {a.name: a for a in repo.assignments()})
-    write_csvs(results, out)
-    return results
-
-
-def _csv(rows: Iterable[list[Any]]) -> str:
-    return csv_text(rows)  # spreadsheet-safe: no cell a spreadsheet would run as a formula
-
-
-def write_csvs(results: list[SubmissionResult], out: Path) -> None:
-    """``grades.csv`` (one row per student and assignment), ``exercises.csv`` (per exercise, with
-    feedback), ``lms.csv`` (one row per student, one column per assignment: the shape Canvas,
-    Moodle and Blackboard import) and ``results.json``; each written atomically."""
-    def manual(r: SubmissionResult) -> list[str]:
-        return ["" if r.manual_score is None else f"{r.manual_score:g}",
-                f"{r.manual_max_score:g}" if r.manual_max_score else "", r.manual_status]
-
-    atomic_write(out / "grades.csv", _csv(
-        [["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by", "late_penalty",
-          "final_score", "manual_score", "manual_max_score", "manual_status"]]
-        + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status, r.submitted_at,
-            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}", *manual(r)]
-           for r in results]))
-    atomic_write(out / "exercises.csv", _csv(
-        [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
-        + [[r.student_id, r.assignment, e.exercise, f"{e.score:g}", f"{e.max_score:g}", e.feedback]
-           for r in results for e in r.exercises]))
-    names = sorted({r.assignment for r in results})
-    by_student: dict[str, dict[str, SubmissionResult]] = {}
-    for r in results:
-        by_student.setdefault(r.student_id, {})[r.assignment] = r
-    maxima = {a: next(r.max_score for r in results if r.assignment == a) for a in names}
-    # Answers in words: a column of their own per assignment, empty until graded by hand (an LMS
-    # reads an empty cell as "not graded", where a 0 would be a grade).
-    written = {a: top for a in names if (top := max(r.manual_max_score for r in results if r.assignment == a))}
-    rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})",
-             *[f"{a} written ({top:g})" for a, top in written.items()]]]
-    for student, mine in sorted(by_student.items()):
-        scores = [mine[a].final_score if a in mine else 0.0 for a in names]
-        hand = [mine[a].manual_score if a in mine else None for a in written]
-        rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}",
-                     *["" if h is None else f"{h:g}" for h in hand]])
-    atomic_write(out / "lms.csv", _csv(rows))
-    atomic_write(out / "results.json", json.dumps(
-        [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
-          "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
-          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due, "manual_score": r.manual_score,
-          "manual_max_score": r.manual_max_score, "manual_status": r.manual_status} for r in results],
-        indent=1) + "\n")

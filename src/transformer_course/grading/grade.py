@@ -71,7 +71,7 @@ class SubmissionResult:
     reason: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
     # The questions answered in words, graded by hand (formgrader), read from the class's gradebook
-    # (see batch.ClassBook.written); never part of score, final_score or the late penalty:
+    # (see classbook.ClassBook.written); never part of score, final_score or the late penalty:
     manual_score: float | None = None  # None until every question of the notebook is graded
     manual_max_score: float = 0.0
     manual_status: str = ""  # "" (no questions, or nothing handed in) | awaiting | graded

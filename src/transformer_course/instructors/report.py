@@ -169,7 +169,7 @@ def build_report(out: Path) -> Path:
     """
     results = _load(out)
     if (out / "nbgrader" / "gradebook.db").is_file():  # the instructor's points since the last `grade`
-        from transformer_course.grading.batch import refresh_written
+        from transformer_course.grading.publish import refresh_written
         from transformer_course.layout import Repo
 
         refresh_written(out, Repo())

@@ -1,0 +1,18 @@
+"""Writes that a reader (or a crash) never sees half done."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: bytes | str) -> None:
+    """Write ``path`` so that readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        f.write(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(f.name, path)

@@ -1,0 +1,104 @@
+"""What grading writes for people: the feedback pages' late banner, and the tables (``grades.csv``,
+``exercises.csv``, ``lms.csv``, ``results.json``) an instructor reads or imports into an LMS."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from transformer_course.grading.atomic import atomic_write
+from transformer_course.grading.classbook import ClassBook
+from transformer_course.grading.grade import ExerciseResult, SubmissionResult
+from transformer_course.grading.spreadsheet import csv_text
+from transformer_course.instructors.deadlines import Deadlines
+from transformer_course.layout import Repo
+
+BANNER = ("<!-- course: lateness -->", "<!-- /course: lateness -->")
+
+
+def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> None:
+    """Say on the feedback page when the notebook was handed in against its due date (replacing what
+    an earlier run said there)."""
+    if not page.is_file():
+        return
+    text = page.read_text()
+    start, end = text.find(BANNER[0]), text.find(BANNER[1])
+    if start >= 0 and end > start:
+        text = text[:start] + text[end + len(BANNER[1]):]
+    due = deadlines.due(result.assignment)
+    if result.submitted_at:
+        said = (f"Handed in {result.submitted_at}, due {due.isoformat(timespec='minutes')}: "
+                + (f"{result.late_by:g} h late; {result.late_penalty:g} points off "
+                   f"({html.escape(deadlines.policy.describe())})." if result.late_by else "on time."))
+    else:
+        said = "When this notebook was handed in is not known."
+    if result.late_note:
+        said += f" ({html.escape(result.late_note)}.)"
+    banner = (f'{BANNER[0]}<div style="border:1px solid #999;padding:.5em;margin:.5em 0;font-family:sans-serif">'
+              f"{said}</div>{BANNER[1]}")
+    at = text.find(">", text.find("<body")) + 1 if "<body" in text else 0
+    atomic_write(page, text[:at] + banner + text[at:])
+
+
+def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
+    """Read the points of the answers in words again from ``OUT/nbgrader/gradebook.db`` (where
+    formgrader writes the instructor's grading) and rewrite the tables with them; no notebook is
+    graded again. Returns the results, as ``OUT/results.json`` now holds them."""
+    known = {f.name for f in fields(SubmissionResult)}
+    results = []
+    for r in json.loads((out / "results.json").read_text()):
+        r = {k: v for k, v in r.items() if k in known}
+        results.append(SubmissionResult(**{**r, "exercises": [ExerciseResult(**e) for e in r["exercises"]]}))
+    ClassBook(out / "nbgrader", repo).written(results, {a.name: a for a in repo.assignments()})
+    write_csvs(results, out)
+    return results
+
+
+def _csv(rows: Iterable[list[Any]]) -> str:
+    return csv_text(rows)  # spreadsheet-safe: no cell a spreadsheet would run as a formula
+
+
+def write_csvs(results: list[SubmissionResult], out: Path) -> None:
+    """``grades.csv`` (one row per student and assignment), ``exercises.csv`` (per exercise, with
+    feedback), ``lms.csv`` (one row per student, one column per assignment: the shape Canvas,
+    Moodle and Blackboard import) and ``results.json``; each written atomically."""
+    def manual(r: SubmissionResult) -> list[str]:
+        return ["" if r.manual_score is None else f"{r.manual_score:g}",
+                f"{r.manual_max_score:g}" if r.manual_max_score else "", r.manual_status]
+
+    atomic_write(out / "grades.csv", _csv(
+        [["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by", "late_penalty",
+          "final_score", "manual_score", "manual_max_score", "manual_status"]]
+        + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status, r.submitted_at,
+            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}", *manual(r)]
+           for r in results]))
+    atomic_write(out / "exercises.csv", _csv(
+        [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
+        + [[r.student_id, r.assignment, e.exercise, f"{e.score:g}", f"{e.max_score:g}", e.feedback]
+           for r in results for e in r.exercises]))
+    names = sorted({r.assignment for r in results})
+    by_student: dict[str, dict[str, SubmissionResult]] = {}
+    for r in results:
+        by_student.setdefault(r.student_id, {})[r.assignment] = r
+    maxima = {a: next(r.max_score for r in results if r.assignment == a) for a in names}
+    # Answers in words: a column of their own per assignment, empty until graded by hand (an LMS
+    # reads an empty cell as "not graded", where a 0 would be a grade).
+    written = {a: top for a in names if (top := max(r.manual_max_score for r in results if r.assignment == a))}
+    rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})",
+             *[f"{a} written ({top:g})" for a, top in written.items()]]]
+    for student, mine in sorted(by_student.items()):
+        scores = [mine[a].final_score if a in mine else 0.0 for a in names]
+        hand = [mine[a].manual_score if a in mine else None for a in written]
+        rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}",
+                     *["" if h is None else f"{h:g}" for h in hand]])
+    atomic_write(out / "lms.csv", _csv(rows))
+    atomic_write(out / "results.json", json.dumps(
+        [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
+          "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
+          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due, "manual_score": r.manual_score,
+          "manual_max_score": r.manual_max_score, "manual_status": r.manual_status} for r in results],
+        indent=1) + "\n")
