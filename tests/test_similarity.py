@@ -227,3 +227,71 @@ def test_settings_chosen_once_are_kept_for_later_runs_and_the_report(report, tmp
     assert similarity.settings(tmp_path / "elsewhere") == (THRESHOLD, similarity.MIN_CHARS)
     index = (tmp_path / "similarity" / "index.html").read_text()
     assert f"{len(report.skipped)} exercise(s) not compared" in index and "By student: the closest source" in index
+
+
+def _stub_left(stub: str, k: int) -> str:
+    """The release's answer cell as a student who did not answer it hands it back: as released, its
+    comments changed, or ``pass`` for its ``raise NotImplementedError(...)`` lines (by ``k``)."""
+    if k % 3 == 1:
+        return stub.replace("# YOUR CODE HERE", "# TODO: come back to this\n\n")
+    if k % 3 == 2:
+        return "\n".join(line[:len(line) - len(line.lstrip())] + "pass" if "raise NotImplementedError" in line
+                         else line for line in stub.splitlines())
+    return stub
+
+
+@pytest.fixture(scope="module")
+def stub_class(student_report, course):
+    """The honest students of :func:`student_report` and: ``copier``, alice's answers to four long exercises
+    and the stub everywhere else; ``bruno`` now honest with his own answers to seven exercises (the copier's
+    four among them) and the stub elsewhere; ``blank`` and ``blanker``, the stub (or nothing of their own)
+    everywhere."""
+    stubs, solutions, assignment_of = course
+    report, _ = student_report
+    answers = {e: {s: c for s, c in by.items() if not s.startswith("c_") and s != SOLUTION}
+               for e, by in report.answers.items()}
+    copied = ["scaled_dot_product_attention", "MultiHeadAttention", "sinusoidal_positional_encoding", "EncoderLayer"]
+    own = [*copied, "DecoderLayer", "Decoder", "Transformer"]
+    for k, (e, by) in enumerate(sorted(answers.items())):
+        by["copier"] = by["alice"] if e in copied else _stub_left(stubs[e], k)
+        by["bruno"] = by["bruno"] if e in own else _stub_left(stubs[e], k + 1)
+        by["blank"], by["blanker"] = stubs[e], _stub_left(stubs[e], k + 2)
+    return compare(answers, stubs, solutions, assignment_of), copied
+
+
+def test_a_copier_of_a_few_exercises_who_left_the_rest_as_the_stub_is_grouped_with_the_source(stub_class):
+    """Exercises where either side still holds the release's stub are left out of the pair's evidence (and
+    its denominator): the copier is compared with alice on the four exercises both answered, and grouped."""
+    report, copied = stub_class
+    assert len(report.exercises) == 21
+    found = {e.student: e for e in similarity.students(report)}
+    assert found["copier"].source == "alice" and found["copier"].compared == len(copied) == 4
+    assert found["copier"].score >= similarity.STUDENT_THRESHOLD  # 1.00 (0.33 with the stubs compared)
+    assert any({"copier", "alice"} <= {n for e in members for n in (e.student, e.source)}
+               for _, members in similarity.groups(report))
+    # Not with an honest student who also left many stubs: compared on the four both answered, below.
+    honest = similarity.evidence(report, "copier", "bruno")
+    assert honest.compared == 4 and honest.score < similarity.STUDENT_THRESHOLD
+    assert similarity.evidence(report, "bruno", "alice").compared == 7
+    grouped = {n for _, members in similarity.groups(report) for e in members for n in (e.student, e.source)}
+    assert "bruno" not in grouped
+    assert all("copier" not in pair for p in report.pairs for pair in [(p.a, p.b)]
+               if p.exercise not in copied)  # pair by pair too, the stub is not compared
+
+
+def test_students_who_left_everything_as_the_stub_are_not_flagged(stub_class, tmp_path):
+    """Two students with nothing of their own anywhere have no exercise in common with anyone: no evidence
+    (not 0-similar noise), no group, listed as not attempted; the pages say on how many exercises each
+    pair was compared."""
+    report, _ = stub_class
+    for blank in ("blank", "blanker"):
+        assert blank not in {e.student for e in similarity.students(report)}
+        assert all(similarity.evidence(report, blank, other) is None
+                   for other in ("blanker", "blank", "copier", "bruno", "alice", SOLUTION))
+        assert all(blank in who for who in report.unattempted.values())
+    grouped = {n for _, members in similarity.groups(report) for e in members for n in (e.student, e.source)}
+    assert not {"blank", "blanker"} & grouped
+    similarity.write(report, tmp_path)
+    page = (tmp_path / similarity.evidence_page(similarity.evidence(report, "copier", "alice"))).read_text()
+    assert "evidence over the 4 of 21 exercises both answered" in page and page.count("<h3>") == 4
+    assert "4 exercises compared" in (tmp_path / "index.html").read_text()

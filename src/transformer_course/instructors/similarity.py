@@ -165,6 +165,25 @@ def _normalised(code: str) -> str:
     return filter_code(code, "answer.py", "python")[0]
 
 
+def unanswered(code: str, stub: str) -> bool:
+    """Whether ``code`` holds nothing of the student's own beyond the release's answer cell ``stub``: empty,
+    the stub as released (its ``raise NotImplementedError(...)`` included) with comments, docstrings or
+    layout changed or lines deleted, or ``pass`` in their place. Such an exercise is left out of the
+    comparisons (two stubs are identical; a stub against an answer says nothing of either student). Tokens
+    compared as written (docstrings dropped) and, for a cell that does not parse (a method's body emptied),
+    as they stand."""
+    from transformer_course.instructors.equivalent import _positioned, own, tokens
+
+    def raw(text: str) -> list[str]:
+        return [t for t, _, _ in _positioned(text)] or text.split()
+
+    for found, given in ((tokens(code, equivalent=False), tokens(stub, equivalent=False)), (raw(code), raw(stub))):
+        mine = own(found, given if stub.strip() else [])
+        if all(t in ("pass", ";") for t, m in zip(found, mine, strict=True) if m):
+            return True
+    return False
+
+
 def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions: dict[str, str],
             assignment_of: dict[str, str], threshold: float = THRESHOLD, min_chars: int = MIN_CHARS) -> Report:
     """Every pair of answers to each exercise, and each answer against the published solution.
@@ -190,8 +209,7 @@ def compare(answers: dict[str, dict[str, str]], stubs: dict[str, str], solutions
             if beyond < min_chars:
                 skipped[exercise] = beyond
                 continue
-        attempted = {s: code for s, code in answers[exercise].items()
-                     if _normalised(canonical(code)) != _normalised(canonical(stub))}
+        attempted = {s: code for s, code in answers[exercise].items() if not unanswered(code, stub)}
         if untouched := sorted(set(answers[exercise]) - set(attempted)):
             unattempted[exercise] = untouched
         if solution is not None:
@@ -220,6 +238,7 @@ def _equivalent(answers: dict[str, str], stub: str, solution: str | None) -> Exe
 
     from transformer_course.instructors.equivalent import given, own, tokens
 
+    answers = {s: code for s, code in answers.items() if not unanswered(code, stub)}  # the stub: not compared
     stub = given(stub)
     codes = dict(answers) | ({SOLUTION: solution} if solution is not None else {})
     names = sorted(codes, key=lambda s: (s == SOLUTION, s))
@@ -452,7 +471,8 @@ def write(report: Report, folder: Path) -> Path:
     group_rows = "".join(
         f"<h3>{'Around the published solution' if name == SOLUTION else 'Classmates: ' + html.escape(name)}</h3><ul>"
         + "".join(f"<li>{html.escape(e.student)} ({e.score:.0%} with {html.escape(e.source)}; stands out on "
-                  f"{len(e.standing_out)} of {e.compared} exercises: "
+                  f"{len(e.standing_out)} of {e.compared} exercises compared, those both answered of "
+                  f"{len(report.exercises)}: "
                   f"<a href='{evidence_page(e)}'>side by side</a>)</li>"
                   for e in members) + "</ul>" for name, members in groups(report))
     grouped = sum(len(members) for _, members in groups(report))
@@ -469,11 +489,15 @@ def write(report: Report, folder: Path) -> Path:
             "the class's answers to it typically share, as written and in an equivalent form (names, and the "
             "spellings of one operation such as <code>a @ b</code> and <code>torch.matmul(a, b)</code>, "
             "unified; helpers inlined), then the mean over the exercises weighted by their length. Many short "
-            "exercises copied together add up where each alone says nothing. Students who copied the published "
-            "solution are grouped around it; two classmates are grouped together (which of them wrote it first "
-            f"the code cannot say: the hand-in times are a hint).</p>{group_rows or '<p>none</p>'}"
+            "exercises copied together add up where each alone says nothing. An exercise where either of the two "
+            "still holds the release's stub (or nothing of their own beyond it: empty, comments, <code>pass</code>) "
+            "is left out of that pair's mean: a student who copied a few exercises and left the rest blank is "
+            "compared on those few (the number of exercises compared is given with each). Students who copied the "
+            "published solution are grouped around it; two classmates are grouped together (which of them wrote it "
+            f"first the code cannot say: the hand-in times are a hint).</p>{group_rows or '<p>none</p>'}"
             "<h2>By student: the closest source</h2><p>Every student, most evidence first: 0% is what the class "
-            "typically shares, 100% identical answers throughout.</p>"
+            "typically shares, 100% identical answers throughout the exercises compared (those both answered, "
+            f"of {len(report.exercises)}; a student with none answered in common with anyone has no row).</p>"
             "<table><tr><th>student</th><th>closest source</th><th>evidence</th><th>exercises compared</th>"
             f"<th>exercises that stand out</th><th></th></tr>{source_rows}</table>"
             "<h2>By pair of students</h2><table><tr><th>student</th><th>with</th><th>exercises flagged</th>"
@@ -518,8 +542,10 @@ def _evidence_page(report: Report, found: Evidence) -> str:
     return PAGE.format(
         title=html.escape(f"{found.student} and {found.source}"),
         body=f"<p><a href='index.html'>All students</a></p><h2>{html.escape(found.student)} and "
-             f"{html.escape(found.source)}: {found.score:.0%} evidence over {found.compared} "
-             f"exercise{'' if found.compared == 1 else 's'}</h2>"
+             f"{html.escape(found.source)}: {found.score:.0%} evidence over the {found.compared} of "
+             f"{len(report.exercises)} exercise{'' if found.compared == 1 else 's'} both answered</h2>"
+             "<p>Exercises where either of them left the release's stub (or nothing of their own beyond it) are "
+             "not compared and not counted.</p>"
              "<p>Each answer in its equivalent form: docstrings and comments dropped, names and strings as "
              "placeholders (<code>v</code>, <code>'s'</code>), one spelling per operation "
              "(<code>op_matmul</code> for <code>@</code>, <code>torch.matmul</code> and <code>.bmm</code>), "
@@ -531,7 +557,8 @@ def _evidence_page(report: Report, found: Evidence) -> str:
 def summary(report: Report, most: int = 20) -> str:
     """The first lines of the report: the groups of students, counts and the ``most`` most similar pairs."""
     lines = [f"{'around the ' + name if name == SOLUTION else 'classmates ' + name}: "
-             + ", ".join(f"{e.student} {e.score:.0%}" for e in members) for name, members in groups(report)]
+             + ", ".join(f"{e.student} {e.score:.0%} over {e.compared} exercise(s)" for e in members)
+             for name, members in groups(report)]
     lines += [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
               f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared pair by pair)"]
     lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged[:most]]
