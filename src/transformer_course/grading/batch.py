@@ -57,7 +57,7 @@ from transformer_course.grading.grade import (
     zero_scores,
 )
 from transformer_course.grading.intake import DEFAULT_MAX_MB
-from transformer_course.grading.publish import late_banner, write_csvs
+from transformer_course.grading.publish import late_banner, write_csvs, written_on_pages
 from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
 from transformer_course.instructors.deadlines import Deadlines
@@ -407,8 +407,9 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 book.lateness(assignment, r, deadlines.due(r.assignment))
                 late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
                              r, deadlines)
-    book.written(results, assignments)
+    points = book.written(results, assignments)
     write_csvs(results, out)
+    written_on_pages(out, results, assignments, points)  # the instructor's points on the pages, none as 0
     return results
 
 

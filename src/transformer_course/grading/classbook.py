@@ -98,11 +98,15 @@ class ClassBook:
         return {q.grade_id: (given[q.grade_id], comments.get(q.grade_id)) for q in assignment.questions
                 if q.grade_id in given and before.is_file() and old.get(q.grade_id) == new.get(q.grade_id)}
 
-    def written(self, results: list[SubmissionResult], assignments: dict[str, Assignment]) -> None:
+    def written(self, results: list[SubmissionResult], assignments: dict[str, Assignment]
+                ) -> dict[tuple[str, str], dict[str, float | None]]:
         """Set each result's manual score and status from the gradebook, where formgrader writes
         the instructor's points: ``graded`` when every question of the notebook has points (the
         score is their sum), else ``awaiting`` (no score). Nothing for a notebook without
-        questions or one not handed in (missing, unreadable, or not graded for the grader's fault)."""
+        questions or one not handed in (missing, unreadable, or not graded for the grader's fault).
+        Returns each such notebook's points per question (by grade_id; None: awaiting), by
+        (student, assignment), for its feedback page."""
+        points: dict[tuple[str, str], dict[str, float | None]] = {}
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             for r in results:
                 assignment = assignments.get(r.assignment)
@@ -121,6 +125,9 @@ class ClassBook:
                 done = all(s is not None for s in scores)
                 r.manual_status = "graded" if done else "awaiting"
                 r.manual_score = float(sum(scores)) if done else None
+                points[(r.student_id, r.assignment)] = {q.grade_id: None if s is None else float(s)
+                                                        for q, s in zip(assignment.questions, scores, strict=True)}
+        return points
 
     def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
         """The due date, the submission's time and its late penalty in the gradebook, where nbgrader

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
@@ -15,7 +16,7 @@ from transformer_course.grading.classbook import ClassBook
 from transformer_course.grading.grade import ExerciseResult, SubmissionResult
 from transformer_course.grading.spreadsheet import csv_text
 from transformer_course.instructors.deadlines import Deadlines
-from transformer_course.layout import Repo
+from transformer_course.layout import Assignment, Repo
 
 BANNER = ("<!-- course: lateness -->", "<!-- /course: lateness -->")
 
@@ -30,8 +31,9 @@ def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> N
     if start >= 0 and end > start:
         text = text[:start] + text[end + len(BANNER[1]):]
     due = deadlines.due(result.assignment)
-    if result.submitted_at:
-        said = (f"Handed in {result.submitted_at}, due {due.isoformat(timespec='minutes')}: "
+    if result.submitted_at:  # both in the time zone the due date was given in, in one format
+        said = (f"Handed in {deadlines.shown(result.assignment, result.submitted_at)}, due "
+                f"{deadlines.shown(result.assignment, due) if due else 'never'}: "
                 + (f"{result.late_by:g} h late; {result.late_penalty:g} points off "
                    f"({html.escape(deadlines.policy.describe())})." if result.late_by else "on time."))
     else:
@@ -44,17 +46,76 @@ def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> N
     atomic_write(page, text[:at] + banner + text[at:])
 
 
+# What the feedback pages say of the answers in words, between these markers (rewritten in place by
+# every run: a page says what the gradebook holds now, never nbgrader's 0 for an answer not yet graded).
+WRITTEN = ("<!-- course: written -->", "<!-- /course: written -->")
+_SAID = rf"(?:Score: -?[\d.]+ / [\d.]+|{re.escape(WRITTEN[0])}.*?{re.escape(WRITTEN[1])})"
+
+
+def _points(x: float) -> str:
+    return f"{x:g} point{'' if x == 1 else 's'}"
+
+
+def written_on_page(page: Path, result: SubmissionResult, assignment: Assignment,
+                    points: dict[str, float | None]) -> None:
+    """Make the feedback page of a notebook with answers in words agree with the gradebook: each
+    question shows the instructor's points, or "awaiting grading" where nbgrader's page says 0
+    (it knows no other value for an answer not graded yet), and the total says which part is graded:
+    ``11 / 11 graded automatically; 4 points of answers in words await your instructor``. Only numbers
+    and fixed words are written (a student's text is never put in the page). Idempotent."""
+    if not page.is_file() or not assignment.questions:
+        return
+    text = original = page.read_text()
+    for q in assignment.questions:
+        given = points.get(q.grade_id)
+        said = f"awaiting grading ({_points(q.points)})" if given is None else f"Score: {given:g} / {q.points:g}"
+        said = f"{WRITTEN[0]}{said}{WRITTEN[1]}"
+        gid = re.escape(q.grade_id)
+        text = re.sub(rf'(<a href="#{gid}">[^<\n]*</a> \(){_SAID}(\))', lambda m, said=said: m[1] + said + m[2], text)
+        text = re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">[^\n]*?<span class="pull-right">\s*)'
+                      rf"{_SAID}", lambda m, said=said: m[1] + said, text)
+    auto = f"{result.score:g} / {result.max_score:g} graded automatically"
+    top = assignment.manual_max_score
+    graded = [(v, q.points) for q in assignment.questions if (v := points.get(q.grade_id)) is not None]
+    waiting = top - sum(p for _, p in graded)
+    if not graded:
+        total = f"{auto}; {_points(top)} of answers in words await your instructor"
+    elif waiting:
+        total = (f"{auto}; {sum(v for v, _ in graded):g} / {sum(p for _, p in graded):g} of answers in words "
+                 f"graded by your instructor, {_points(waiting)} await grading")
+    else:
+        given = sum(v for v, _ in graded)
+        total = (f"Score: {result.score + given:g} / {result.max_score + top:g}: {auto}, {given:g} / {top:g} "
+                 "for answers in words, graded by your instructor")
+    total = f"{WRITTEN[0]}{total}{WRITTEN[1]}"
+    text = re.sub(rf"(<h4>[^<\n]*\(){_SAID}(\)</h4>)", lambda m: m[1] + total + m[2], text, count=1)
+    if text != original:
+        atomic_write(page, text)
+
+
+def written_on_pages(out: Path, results: list[SubmissionResult], assignments: dict[str, Assignment],
+                     points: dict[tuple[str, str], dict[str, float | None]]) -> None:
+    """:func:`written_on_page` for every notebook of ``points`` (what :meth:`.ClassBook.written` returns)."""
+    for r in results:
+        assignment = assignments.get(r.assignment)
+        if assignment is not None and (r.student_id, r.assignment) in points:
+            written_on_page(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html", r,
+                            assignment, points[(r.student_id, r.assignment)])
+
+
 def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
     """Read the points of the answers in words again from ``OUT/nbgrader/gradebook.db`` (where
-    formgrader writes the instructor's grading) and rewrite the tables with them; no notebook is
-    graded again. Returns the results, as ``OUT/results.json`` now holds them."""
+    formgrader writes the instructor's grading) and rewrite the tables and the feedback pages with
+    them; no notebook is graded again. Returns the results, as ``OUT/results.json`` now holds them."""
     known = {f.name for f in fields(SubmissionResult)}
     results = []
     for r in json.loads((out / "results.json").read_text()):
         r = {k: v for k, v in r.items() if k in known}
         results.append(SubmissionResult(**{**r, "exercises": [ExerciseResult(**e) for e in r["exercises"]]}))
-    ClassBook(out / "nbgrader", repo).written(results, {a.name: a for a in repo.assignments()})
+    assignments = {a.name: a for a in repo.assignments()}
+    points = ClassBook(out / "nbgrader", repo).written(results, assignments)
     write_csvs(results, out)
+    written_on_pages(out, results, assignments, points)
     return results
 
 

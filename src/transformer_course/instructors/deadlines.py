@@ -126,9 +126,38 @@ class Deadlines:
     default: dt.datetime | None = None
     assignments: dict[str, dt.datetime] = field(default_factory=dict)
     policy: LatePolicy = LatePolicy()
+    # The time zone each due date was given in (by assignment; "" for the default): dates are shown in it.
+    zones: dict[str, dt.tzinfo] = field(default_factory=dict)
 
     def due(self, assignment: str) -> dt.datetime | None:
         return self.assignments.get(assignment, self.default)
+
+    def zone(self, assignment: str) -> dt.tzinfo:
+        """The time zone ``assignment``'s due date was given in (UTC where none was given)."""
+        return self.zones.get(assignment if assignment in self.assignments else "", dt.UTC)
+
+    def shown(self, assignment: str, when: dt.datetime | str) -> str:
+        """``when`` as people read it, in the time zone of ``assignment``'s due date: ``2026-12-01 23:59 +01:00``."""
+        return show(when, self.zone(assignment))
+
+
+def show(when: dt.datetime | str, zone: dt.tzinfo = dt.UTC) -> str:
+    """One format for every date people read: ``2026-12-01 23:59 +01:00`` (in ``zone``; an ISO 8601 string
+    or an aware date and time; a time without a zone is UTC)."""
+    if isinstance(when, str):
+        when = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    text = when.astimezone(zone).strftime("%Y-%m-%d %H:%M %z")
+    return f"{text[:-2]}:{text[-2:]}"  # +0100 -> +01:00
+
+
+def given_zone(text: Any) -> dt.tzinfo:
+    """The time zone a due date (already checked by :func:`parse_due`) was written in."""
+    if isinstance(text, dt.datetime):
+        return text.tzinfo or dt.UTC
+    when = dt.datetime.fromisoformat(str(text).strip().replace("Z", "+00:00"))
+    return when.tzinfo or dt.UTC
 
 
 def load(path: Path | None, due: str | None = None, known: list[str] | None = None,
@@ -182,7 +211,10 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
         if kind != "none":
             raise DeadlineError(f"a late policy ({kind}) needs a due date: --due, or due in a deadlines file")
         return None
-    return Deadlines(default, assignments, policy)
+    zones = {name: given_zone(value) for name, value in per.items()}
+    if default is not None:
+        zones[""] = given_zone(due if due is not None else data["due"])
+    return Deadlines(default, assignments, policy, zones)
 
 
 def submitted_at(folder: Path | None, notebook: Path | None) -> tuple[dt.datetime | None, str]:
