@@ -50,12 +50,11 @@ from transformer_course.grading.grade import (
     Grader,
     GraderError,
     SubmissionResult,
-    discover,
     fallback_html,
-    find_submission,
     one_line,
     zero_scores,
 )
+from transformer_course.grading.handin import NOT_GRADED, Releases, discover, find_submission, summary
 from transformer_course.grading.intake import DEFAULT_MAX_MB
 from transformer_course.grading.publish import late_banner, write_csvs, written_on_pages
 from transformer_course.grading.version import grader_version
@@ -77,6 +76,7 @@ class Task:
     data: bytes | None
     note: str
     fingerprint: str
+    status: str = ""  # with no notebook: one of handin.NOT_GRADED
 
 
 def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task) -> dict:
@@ -112,7 +112,7 @@ def invalid_payload(task: Task, assignment: Assignment, payload: Any) -> str:
     result = payload["result"]
     if result.get("student_id") != task.student_id or result.get("assignment") != task.assignment:
         return f"it names {result.get('student_id')!r}/{result.get('assignment')!r}"
-    if result.get("status") not in ("graded", "crashed", "invalid", "missing", "refused", GRADER_ERROR):
+    if result.get("status") not in ("graded", "crashed", "invalid", *NOT_GRADED, GRADER_ERROR):
         return f"status {result.get('status')!r}"
     exercises = result.get("exercises")
     if not isinstance(exercises, list) or [e.get("exercise") if isinstance(e, dict) else None
@@ -134,8 +134,9 @@ def invalid_payload(task: Task, assignment: Assignment, payload: Any) -> str:
 
 
 def _missing(task: Task, assignment: Assignment, status: str = "missing") -> dict:
-    """The payload of a pair with nothing to grade (``missing``, or ``refused``: a link, a special file
-    or a notebook over the size cap, never read): no kernel, no worker needed."""
+    """The payload of a pair with nothing to grade (``missing``; ``refused``: a link, a special file
+    or a notebook over the size cap, never read; ``wrong-notebook``, ``not-a-notebook``: see
+    :mod:`.handin`): no kernel, no worker needed."""
     result = SubmissionResult(task.student_id, task.assignment, status, task.note,
                               zero_scores(assignment, task.note))
     return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result),
@@ -238,7 +239,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
         One result per (student, assignment), sorted by student then assignment.
 
     Raises:
-        FileNotFoundError: see :func:`~.grade.discover`.
+        FileNotFoundError: see :func:`~.handin.discover`.
         KeyError: ``only`` names an assignment the course does not have.
         OutputBusy: another grading run is writing to ``out``.
     """
@@ -338,13 +339,14 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         print(f"warning: {submitted.name}/{warning}", file=sys.stderr)
     version = grader_version(repo, *(limits[k] for k in sorted(limits)))
     records: dict[tuple[str, str], dict] = {}
-    tasks, missing = [], []
+    tasks, missing, notices = [], [], []
+    known = Releases(repo.assignments())  # every assignment's, also with ``only``: a wrong notebook is named
     where: dict[tuple[str, str], tuple[Path, Path | None]] = {}  # the submission's folder and notebook
     for student_id, assignment, folder in pairs:
-        handed = find_submission(folder, assignment, max_submission_mb)
+        handed = find_submission(folder, assignment, max_submission_mb, known)
         path, note, data = handed.path, handed.note, handed.data
-        if handed.refused:
-            print(f"warning: {student_id} {assignment.name}: {note}", file=sys.stderr)
+        if handed.unusual:  # renamed, several notebooks, another's, no notebook, refused: the summary lists it
+            notices.append(f"{student_id} {assignment.name}: {handed.status or 'graded'}: {note.strip()}")
         where[(student_id, assignment.name)] = (folder, path)
         fingerprint = hashlib.sha256(
             f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
@@ -358,15 +360,15 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                     continue
             except (json.JSONDecodeError, OSError):
                 pass  # a damaged record is graded again
-        task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint)
+        task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint,
+                    handed.status)
         (tasks if path else missing).append(task)
     book = ClassBook(out / "nbgrader", repo)
     mathjax.install(out / "feedback" / MATHJAX_FOLDER)  # formulas render offline (else: the CDN)
     errors_log = out / ERRORS_LOG
     errors_log.unlink(missing_ok=True)  # this run's failures only
     for task in missing:
-        status = "refused" if task.note.startswith("refused") else "missing"
-        payload = _missing(task, assignments[task.assignment], status)
+        payload = _missing(task, assignments[task.assignment], task.status or "missing")
         _save(out, book, assignments[task.assignment], payload)
         records[(task.student_id, task.assignment)] = payload
     workers = workers or os.cpu_count() or 1
@@ -402,7 +404,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     if deadlines is not None:
         late.apply(results, where, deadlines)
         for r in results:
-            if r.status not in ("missing", "refused", GRADER_ERROR):
+            if r.status not in (*NOT_GRADED, GRADER_ERROR):
                 assignment = assignments[r.assignment]
                 book.lateness(assignment, r, deadlines.due(r.assignment))
                 late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
@@ -410,6 +412,8 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     points = book.written(results, assignments)
     write_csvs(results, out)
     written_on_pages(out, results, assignments, points)  # the instructor's points on the pages, none as 0
+    if notices:  # after grading, in one block: what was handed in other than the expected notebook
+        print(summary(notices), file=sys.stderr)
     return results
 
 

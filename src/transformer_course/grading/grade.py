@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import os
 import re
 import shutil
 import sys
@@ -22,7 +21,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import forkserver, intact, intake, workarea
+from transformer_course.grading import forkserver, intact, workarea
 from transformer_course.grading.judge_box import GRADERS_WORK
 from transformer_course.grading.nbgrader_setup import (
     NOTEBOOK_TIME_LIMIT,
@@ -67,7 +66,7 @@ class ExerciseResult:
 class SubmissionResult:
     student_id: str
     assignment: str
-    status: str  # graded | missing | invalid | crashed | grader-error (GRADER_ERROR)
+    status: str  # graded | invalid | crashed | grader-error (GRADER_ERROR) | handin.NOT_GRADED's
     reason: str = ""
     exercises: list[ExerciseResult] = field(default_factory=list)
     # The questions answered in words, graded by hand (formgrader), read from the class's gradebook
@@ -114,48 +113,6 @@ def compose_feedback(note: str, message: str, conclusion: str = "") -> str:
 
 def zero_scores(assignment: Assignment, reason: str) -> list[ExerciseResult]:
     return [ExerciseResult(e, 0.0, assignment.max_score(e), reason) for e in assignment.exercises]
-
-
-@dataclass
-class Handed:
-    """What a student handed in for one assignment, read by :func:`find_submission`."""
-
-    path: Path | None  # the notebook read (None: missing or refused)
-    data: bytes | None  # its bytes, read without following a link
-    note: str  # how it was found ("graded X.ipynb (expected ...)"), or why there is nothing to grade
-    refused: bool = False  # a link, a special file or over the size cap: ``note`` says which; nothing read
-
-
-def find_submission(folder: Path, assignment: Assignment, max_mb: float | None = intake.DEFAULT_MAX_MB) -> Handed:
-    """The notebook to grade in ``folder`` (``SUBMITTED/<student>/<assignment>``), read, and a note; a
-    single renamed notebook is accepted. Nothing is followed (:mod:`.intake`): a folder or notebook
-    that is a symbolic link or a special file, or a notebook over ``max_mb`` MiB, is refused with a
-    message that names it, and none of it is read."""
-    expected = f"{assignment.notebook}.ipynb"
-    submitted, relative = folder.parent.parent, Path(folder.parent.name, folder.name)
-    kind = intake.describe(folder)
-    if kind == "missing":
-        return Handed(None, None, f"missing: no folder {assignment.name}/ was handed in")
-    if kind == "a regular file":
-        return Handed(None, None, f"missing: {assignment.name} was handed in as a file, not a folder")
-    try:
-        names = dict(intake.listing(submitted, relative))
-    except intake.Refused as exc:
-        return Handed(None, None, f"refused: {exc}", refused=True)
-    note, name = "", expected
-    if expected not in names:
-        others = sorted(n for n in names if n.endswith(".ipynb"))
-        if len(others) != 1:
-            return Handed(None, None, f"missing: {expected} was not handed in")
-        name, note = others[0], f"graded {others[0]} (expected {expected}). "
-    cap = None if max_mb is None else int(max_mb * 2**20)
-    try:
-        data = intake.read(submitted, relative / name, cap)
-    except intake.Refused as exc:
-        return Handed(None, None, f"refused: {exc}", refused=True)
-    except FileNotFoundError:  # removed while the run looked
-        return Handed(None, None, f"missing: {expected} was not handed in")
-    return Handed(folder / name, data, note)
 
 
 def _error_message(output: dict, timeout: int) -> str:
@@ -418,31 +375,6 @@ def fallback_html(result: SubmissionResult) -> str:
         f"</title></head><body><h1>{html.escape(result.assignment)}: {result.score:g} / "
         f"{result.max_score:g}</h1><p>{html.escape(result.reason)}</p><table>{rows}</table></body></html>\n"
     )
-
-
-def discover(submitted: Path, assignments: list[Assignment]) -> tuple[list[tuple[str, Assignment, Path]], list[str]]:
-    """Every (student, assignment) pair to grade: each student folder x each assignment, and a
-    warning for each entry of ``submitted`` that is not graded (hidden folders, symbolic links,
-    which are reported and never followed, and plain files).
-
-    Raises:
-        FileNotFoundError: ``submitted`` is not a folder.
-    """
-    if not submitted.is_dir():
-        raise FileNotFoundError(f"{submitted} is not a folder; expected SUBMITTED/<student_id>/<assignment>/")
-    students, warnings = [], []
-    for entry in sorted(submitted.iterdir()):
-        if entry.is_symlink():
-            warnings.append(f"{entry.name!r} is a symbolic link (to {os.readlink(entry)}): not followed, not graded; "
-                            "copy the folder in if it is a student's")
-        elif not entry.is_dir():
-            warnings.append(f"{entry.name!r} is a file, not a student folder: not graded")
-        elif entry.name.startswith("."):
-            if entry.name != ".ipynb_checkpoints":
-                warnings.append(f"{entry.name!r} is a hidden folder: not graded; rename it if it is a student's")
-        else:
-            students.append(entry)
-    return [(s.name, a, s / a.name) for s in students for a in assignments], warnings
 
 
 def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
