@@ -5,6 +5,7 @@ addresses point to the students' repository, and the README's classroom workflow
 from __future__ import annotations
 
 import ast
+import datetime as dt
 import json
 import re
 import shutil
@@ -15,7 +16,14 @@ import textwrap
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.instructors.release import parse_repository, release
+from transformer_course.instructors.deadlines import load as load_deadlines
+from transformer_course.instructors.release import (
+    EarlyAnswersError,
+    carried_answers,
+    course_notebooks,
+    parse_repository,
+    release,
+)
 from transformer_course.layout import GITHUB_REPO
 
 TARGET = "my-school/transformers-2027"
@@ -24,7 +32,9 @@ TARGET = "my-school/transformers-2027"
 @pytest.fixture(scope="module")
 def released(repo, tmp_path_factory):
     out = tmp_path_factory.mktemp("release") / "students"
-    assert main(["release", "--repository", f"https://github.com/{TARGET}.git", "--out", str(out)]) == 0
+    # Every notebook at once gives away answers before the sample deadlines: allowed here, in any season.
+    assert main(["release", "--repository", f"https://github.com/{TARGET}.git", "--out", str(out),
+                 "--allow-early-answers"]) == 0
     return out
 
 
@@ -57,7 +67,8 @@ def _bodies(module_path) -> list[str]:
 
 def test_the_release_holds_the_course_and_nothing_of_the_grader(repo, released):
     top = sorted(p.name for p in released.iterdir())
-    assert top == [".github", ".gitignore", "README.md", "binder", "course", "data", "environment.yml"]
+    assert top == [".github", ".gitignore", "README.md", "binder", "course", "data", "environment.yml",
+                   "requirements.txt"]
     assert sorted(p.name for p in (released / "course").iterdir()) == sorted(p.name for p in repo.course.iterdir())
     workflow = released / ".github" / "workflows" / "grade.yml"
     for path in (p for p in released.rglob("*") if p.is_file()):
@@ -184,14 +195,15 @@ def test_the_release_carries_nothing_of_the_instructors_tools(repo, released):
 
 
 def test_the_release_environment_installs_and_runs_notebook_01(released, repo, tmp_path):
-    """A fresh virtual environment with the release's pins (pip, as conda's pip section does) runs
+    """A fresh virtual environment with the release's requirements.txt (pip, as its README says) runs
     notebook 01 with the published answers through its visible tests, and stops at the stub of the
     release's own copy."""
-    pins = re.findall(r"^\s+- ([A-Za-z0-9_.-]+==\S+)\s*$", (released / "environment.yml").read_text(), re.M)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # As the release's README tells students: pip install -r requirements.txt.
     installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                                "--disable-pip-version-check", *pins], capture_output=True, text=True, timeout=1200)
+                                "--disable-pip-version-check", "-r", str(released / "requirements.txt")],
+                               capture_output=True, text=True, timeout=1200)
     assert installed.returncode == 0, installed.stderr[-3000:]
     folder = released / "course" / "01_self_attention"
     answered = tmp_path / "answered.ipynb"
@@ -207,3 +219,109 @@ def test_the_release_environment_installs_and_runs_notebook_01(released, repo, t
     ran = json.loads((tmp_path / "answered-run.ipynb").read_text())
     assert sum(1 for c in ran["cells"] if c["cell_type"] == "code" and c.get("execution_count")) > 5
     assert runs["stub"].returncode != 0 and "NotImplementedError" in runs["stub"].stderr
+
+
+def _pins(text: str) -> list[str]:
+    """``name==version`` of each pin: a line of a requirements file, or an item of a conda pip section."""
+    return re.findall(r"^(?:\s+- )?([A-Za-z0-9_.-]+==\S+)\s*$", text, re.M)
+
+
+def test_requirements_pin_what_the_environment_file_pins(repo, released):
+    """requirements.txt (pip) and environment.yml (conda) of the release: the same pins, in the same
+    order, each the instructors' own."""
+    from transformer_course.instructors.release import STUDENT_PACKAGES
+
+    requirements = _pins((released / "requirements.txt").read_text())
+    assert requirements == _pins((released / "environment.yml").read_text())
+    assert sorted(p.split("==")[0].lower() for p in requirements) == sorted(STUDENT_PACKAGES)
+    assert set(requirements) <= set(_pins((repo.root / "environment.yml").read_text()))
+    readme = (released / "README.md").read_text()
+    assert "pip install -r requirements.txt" in readme and "pip install --user -r requirements.txt" in readme
+    assert "download.pytorch.org/whl/cpu" in readme
+
+
+def _top_level(source: str) -> list[str]:
+    """The normalised source of each top-level function and class of a module."""
+    return [_normalised(ast.get_source_segment(source, node)) for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef)]
+
+
+def test_each_course_blocks_holds_only_earlier_notebooks(repo):
+    """Each course_blocks.py's functions and classes, found in the reference modules: every one in a
+    module of an earlier notebook, and the notebooks they come from those the release reads from
+    its headings (what the deadline check looks at)."""
+    modules = {m.stem[2:4]: _normalised(m.read_text())
+               for m in (repo.reference / "course_reference").glob("nb[0-9][0-9]_*.py")}
+    checked = 0
+    for name in course_notebooks(repo):
+        blocks = repo.course / name / "course_blocks.py"
+        if not blocks.is_file():
+            assert carried_answers(repo.course / name) == []
+            continue
+        origins = set()
+        for code in _top_level(blocks.read_text()):
+            found = sorted(number for number, text in modules.items() if code in text)
+            assert found, f"{name}/course_blocks.py: code found in no reference module:\n{code[:300]}"
+            assert found[0] < name[:2], f"{name}/course_blocks.py holds code of notebook {found[0]}:\n{code[:300]}"
+            origins.add(found[0])
+            checked += 1
+        carried = carried_answers(repo.course / name)
+        assert {c[:2] for c in carried} == origins, name
+        assert all(c in course_notebooks(repo) and c < name for c in carried), (name, carried)
+    assert checked > 30  # the course_blocks files were found and read
+
+
+def test_a_release_of_one_assignment_holds_only_that_notebook(repo, tmp_path):
+    out = tmp_path / "week1"
+    assert main(["release", "--repository", TARGET, "--out", str(out), "--assignment", "01"]) == 0
+    assert [p.name for p in (out / "course").iterdir()] == ["01_self_attention"]
+    assert not (out / "data").exists()  # no notebook of this release reads Multi30k
+    readme = (out / "README.md").read_text()
+    assert re.findall(r"^\| (\d\d) \|", readme, re.M) == ["01"]
+    assert "Multi30k" not in readme and "course/02_" not in readme
+    both = release(repo, TARGET, tmp_path / "two", assignments=["07_training", "01"])
+    assert sorted(p.name for p in (tmp_path / "two" / "course").iterdir()) == ["01_self_attention", "07_training"]
+    assert tmp_path / "two" / "data" / "multi30k.json" in both
+    assert "notebook 07 trains on" in (tmp_path / "two" / "data" / "README.md").read_text()
+
+
+def test_an_unknown_assignment_is_refused_before_anything_is_written(repo, tmp_path, capsys):
+    for bad in ("09", "1", "self_attention", "01_self"):
+        out = tmp_path / bad
+        assert main(["release", "--repository", TARGET, "--out", str(out), "--assignment", "01",
+                     "--assignment", bad]) == 2
+        err = capsys.readouterr().err
+        assert f"--assignment {bad!r}: the course has 01_self_attention, 02_scaled_dot_product" in err
+        assert not out.exists()
+
+
+def test_answers_are_not_released_before_their_deadline(repo, tmp_path, capsys):
+    """Notebook 03 carries 01's and 02's answers: refused while 01 is not due (02 has no deadline in the
+    file: never a cause), with one line; released once 01 is due, or with the override and a warning."""
+    path = tmp_path / "deadlines.toml"
+    path.write_text('[assignments]\n"01_self_attention" = "2027-01-10T12:00:00+01:00"\n')
+    deadlines = load_deadlines(path, known=course_notebooks(repo))
+    before, after = (dt.datetime(2027, 1, 10, 10, 59, tzinfo=dt.UTC), dt.datetime(2027, 1, 10, 11, 0, tzinfo=dt.UTC))
+    with pytest.raises(EarlyAnswersError) as refused:
+        release(repo, TARGET, tmp_path / "early", ["03"], deadlines, now=before)
+    message = str(refused.value)
+    assert "\n" not in message and "02_scaled" not in message
+    assert message.startswith("03_multi_head: its course_blocks.py holds the answers of 01_self_attention "
+                              "(due 2027-01-10T11:00+00:00)"), message
+    assert "--allow-early-answers" in message and not (tmp_path / "early").exists()
+    release(repo, TARGET, tmp_path / "two", ["02"], deadlines, now=before)  # 02 carries no earlier answers
+    release(repo, TARGET, tmp_path / "due", ["03"], deadlines, now=after)
+    assert (tmp_path / "due" / "course" / "03_multi_head" / "course_blocks.py").is_file()
+    assert capsys.readouterr().err == ""
+    release(repo, TARGET, tmp_path / "anyway", ["03"], deadlines, now=before, allow_early_answers=True)
+    warning = capsys.readouterr().err
+    assert warning.startswith("warning: 03_multi_head: ") and "released anyway" in warning
+    assert (tmp_path / "anyway" / "course" / "03_multi_head").is_dir()
+    # The command line: its own clock, the deadlines file of --deadlines.
+    path.write_text('due = "2099-01-01T00:00:00Z"\n')
+    command = ["release", "--repository", TARGET, "--assignment", "03", "--deadlines", str(path)]
+    assert main([*command, "--out", str(tmp_path / "cli")]) == 2 and not (tmp_path / "cli").exists()
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "01_self_attention (due 2099-01-01T00:00+00:00)" in err, err
+    assert main([*command, "--out", str(tmp_path / "cli"), "--allow-early-answers"]) == 0
+    assert "warning: 03_multi_head" in capsys.readouterr().err

@@ -126,6 +126,12 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _collect(args: argparse.Namespace) -> int:
+    from transformer_course.instructors.collect import run
+
+    return run(args)
+
+
 def _similarity(args: argparse.Namespace) -> int:
     from transformer_course.instructors.similarity import run
 
@@ -133,9 +139,15 @@ def _similarity(args: argparse.Namespace) -> int:
 
 
 def _release(args: argparse.Namespace) -> int:
-    from transformer_course.instructors.release import release
+    from transformer_course.instructors.deadlines import load as load_deadlines
+    from transformer_course.instructors.release import course_notebooks, release
 
-    files = release(Repo(), args.repository, Path(args.out))
+    repo = Repo()
+    # The sample deadlines file by default: where it is absent, no due date holds a notebook back.
+    path = _user_path(args.deadlines) if args.deadlines else repo.autograder / "deadlines.toml"
+    deadlines = load_deadlines(path if args.deadlines or path.is_file() else None, known=course_notebooks(repo))
+    files = release(repo, args.repository, Path(args.out), assignments=args.assignment, deadlines=deadlines,
+                    allow_early_answers=args.allow_early_answers)
     print(f"wrote {len(files)} files to {args.out}: the students' repository (no solutions, hidden tests or grader)")
     return 0
 
@@ -210,6 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repository", required=True, metavar="github.com/ORG/NAME",
                    help="the students' repository: the notebooks' Colab, Binder and download addresses point to it")
     p.add_argument("--out", required=True, help="an empty or new folder to write it to")
+    p.add_argument("--assignment", action="append", default=None, metavar="NAME",
+                   help="release only this notebook (01_self_attention, or its number, 01); repeat it for several "
+                        "(default: every notebook)")
+    p.add_argument("--deadlines", default=None, metavar="FILE",
+                   help="due dates (the TOML file of `grade --deadlines`; default autograder/deadlines.toml): a "
+                        "notebook whose course_blocks.py holds an earlier notebook's answers is refused before "
+                        "that notebook is due")
+    p.add_argument("--allow-early-answers", action="store_true",
+                   help="release such a notebook anyway, with a warning")
     p.set_defaults(func=_release)
 
     from transformer_course.instructors.similarity import add_arguments
@@ -218,6 +239,13 @@ def main(argv: list[str] | None = None) -> int:
                                           "solutions, per exercise, into OUT/similarity/")
     add_arguments(p)
     p.set_defaults(func=_similarity)
+
+    from transformer_course.instructors.collect import add_arguments as collect_arguments
+
+    p = sub.add_parser("collect", help="unpack an LMS's download (Canvas, Moodle, GitHub Classroom, nbgrader) "
+                                       "into SUBMITTED/<student_id>/<assignment>/")
+    collect_arguments(p)
+    p.set_defaults(func=_collect)
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")
