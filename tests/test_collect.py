@@ -1,0 +1,271 @@
+"""`transformer-course collect`: an LMS's download unpacked into nbgrader's layout, and nothing else:
+no link, no special file, no path out of the destination, no more bytes than the caps allow."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import stat
+import struct
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from transformer_course.cli import main
+from transformer_course.instructors.collect import CollectError, collect, copy_capped, detect, safe_path
+
+A = "01_self_attention"
+NOTEBOOK = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
+
+
+def files_under(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def write_zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+def add_tar(archive: tarfile.TarFile, name: str, data: bytes = b"", **attrs) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 1_700_000_000
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    archive.addfile(info, io.BytesIO(data) if info.isfile() else None)
+
+
+@pytest.fixture
+def canvas_zip(tmp_path):
+    return write_zip(tmp_path / "submissions.zip", {
+        f"lovelaceada_12345_67890_{A}.ipynb": NOTEBOOK,
+        f"turingalan_LATE_23456_78901_{A}-1.ipynb": NOTEBOOK + b" ",
+        "turingalan_LATE_23456_78902_notes.txt": b"late notes",
+    })
+
+
+def test_canvas(canvas_zip, tmp_path, capsys):
+    into = tmp_path / "class" / "submitted"
+    assert main(["collect", str(canvas_zip), "--assignment", "01", "--into", str(into)]) == 0
+    out = capsys.readouterr().out
+    assert "layout: canvas (detected)" in out
+    # the student id is Canvas's user id; the file keeps its name, only Canvas's prefix stripped
+    assert files_under(into) == {f"12345/{A}/{A}.ipynb", f"23456/{A}/{A}-1.ipynb", f"23456/{A}/notes.txt"}
+    assert (into / "23456" / A / f"{A}-1.ipynb").read_bytes() == NOTEBOOK + b" "
+    assert not list(into.rglob("timestamp.txt"))  # LATE is a flag, not a time
+    assert "LATE" in out and "23456" in out
+    with (into.parent / "students.csv").open() as handle:
+        rows = {row["student_id"]: row for row in csv.DictReader(handle)}
+    assert rows["12345"]["name"] == "lovelaceada" and rows["12345"]["late"] == ""
+    assert rows["23456"]["name"] == "turingalan" and rows["23456"]["late"] == A
+    assert all(not stat.S_IMODE(p.stat().st_mode) & 0o111 for p in into.rglob("*") if p.is_file())
+
+
+def test_canvas_anonymous_and_existing_folder(tmp_path):
+    source = write_zip(tmp_path / "anon.zip", {f"LATE_anon_ab12C_555_{A}.ipynb": NOTEBOOK,
+                                               f"anon_xy9_556_{A}.ipynb": NOTEBOOK})
+    into = tmp_path / "submitted"
+    report = collect(source, A, into)
+    assert set(report.collected) == {"anon_ab12C", "anon_xy9"}
+    (into / "anon_xy9" / A / f"{A}.ipynb").write_bytes(b"graded already")
+    with pytest.raises(CollectError, match=r"(?s)nothing collected.*anon_xy9/01_self_attention .*--replace"):
+        collect(source, A, into, layout="canvas")
+    assert (into / "anon_xy9" / A / f"{A}.ipynb").read_bytes() == b"graded already"
+    collect(source, A, into, replace=True)
+    assert (into / "anon_xy9" / A / f"{A}.ipynb").read_bytes() == NOTEBOOK
+    assert not any(p.name.startswith(".collect-") for p in into.iterdir())
+
+
+def test_moodle(tmp_path):
+    source = write_zip(tmp_path / "moodle.zip", {
+        f"Ada Lovelace_1001_assignsubmission_file_/{A}.ipynb": NOTEBOOK,
+        "Alan Turing_1002_assignsubmission_file/sub/helper.py": b"x = 1",
+        f"Alan Turing_1002_assignsubmission_file/{A}.ipynb": NOTEBOOK,
+        f"Grace Hopper_1003_assignsubmission_file_{A}.ipynb": NOTEBOOK,  # before Moodle 3.1: flat
+        "Grace Hopper_1003_assignsubmission_onlinetext_/onlinetext.html": b"<p>hi</p>",
+    })
+    into = tmp_path / "submitted"
+    report = collect(source, A, into)
+    assert report.layout == "moodle" and report.detected
+    assert files_under(into) == {f"1001/{A}/{A}.ipynb", f"1002/{A}/{A}.ipynb", f"1002/{A}/sub/helper.py",
+                                 f"1003/{A}/{A}.ipynb"}
+    assert any("onlinetext" in line for line in report.skipped)
+    with (tmp_path / "students.csv").open() as handle:
+        assert {r["student_id"]: r["name"] for r in csv.DictReader(handle)} == {
+            "1001": "Ada Lovelace", "1002": "Alan Turing", "1003": "Grace Hopper"}
+
+
+def test_classroom(tmp_path):
+    clones = tmp_path / "clones"
+    for user in ("ada-l", "alan"):
+        folder = clones / f"transformers-01-{user}" / "course" / A
+        folder.mkdir(parents=True)
+        (folder / f"{A}.ipynb").write_bytes(NOTEBOOK + user.encode())
+        (folder / "course_blocks.py").write_text("# shipped, not the student's")
+    (clones / "transformers-01-ada-l" / ".git" / "objects").mkdir(parents=True)
+    (clones / "transformers-01-ada-l" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    other = clones / "transformers-01-alan" / "course" / "02_scaled_dot_product"
+    other.mkdir(parents=True)
+    (other / "02_scaled_dot_product.ipynb").write_bytes(NOTEBOOK)
+    into = tmp_path / "submitted"
+    report = collect(clones, A, into)
+    assert report.layout == "classroom"
+    assert files_under(into) == {f"ada-l/{A}/{A}.ipynb", f"alan/{A}/{A}.ipynb"}
+    assert (into / "ada-l" / A / f"{A}.ipynb").read_bytes() == NOTEBOOK + b"ada-l"
+    # one clone: the prefix cannot be guessed, so it is given
+    single = tmp_path / "one"
+    (single / "transformers-01-bob" / "course" / A).mkdir(parents=True)
+    (single / "transformers-01-bob" / "course" / A / f"{A}.ipynb").write_bytes(NOTEBOOK)
+    assert set(collect(single, A, tmp_path / "s2", prefix="transformers-01-").collected) == {"bob"}
+
+
+def test_tar_links_escapes_and_special_files(tmp_path):
+    source = tmp_path / "class.tar.gz"
+    with tarfile.open(source, "w:gz") as archive:
+        add_tar(archive, f"submitted/s1/{A}/{A}.ipynb", NOTEBOOK, mode=0o4777)
+        add_tar(archive, f"submitted/s1/{A}/timestamp.txt", b"2026-12-01 10:00:00+00:00")
+        add_tar(archive, f"submitted/s1/{A}/link.ipynb", type=tarfile.SYMTYPE, linkname="/etc/passwd")
+        add_tar(archive, f"submitted/s1/{A}/hard.ipynb", type=tarfile.LNKTYPE,
+                linkname=f"submitted/s1/{A}/{A}.ipynb")
+        add_tar(archive, f"submitted/s1/{A}/pipe", type=tarfile.FIFOTYPE)
+        add_tar(archive, f"submitted/s1/{A}/null", type=tarfile.CHRTYPE, devmajor=1, devminor=3)
+        add_tar(archive, f"../escape/{A}/{A}.ipynb", NOTEBOOK)
+        add_tar(archive, f"/tmp/abs/{A}/{A}.ipynb", NOTEBOOK)
+        add_tar(archive, f"submitted/s2/{A}/../../../../evil.ipynb", NOTEBOOK)
+    into = tmp_path / "out" / "submitted"
+    report = collect(source, A, into)
+    assert report.layout == "nbgrader"
+    assert files_under(tmp_path / "out") == {f"submitted/s1/{A}/{A}.ipynb", f"submitted/s1/{A}/timestamp.txt"}
+    assert set(files_under(tmp_path)) == {"class.tar.gz", f"out/submitted/s1/{A}/{A}.ipynb",
+                                          f"out/submitted/s1/{A}/timestamp.txt"}
+    assert stat.S_IMODE((into / "s1" / A / f"{A}.ipynb").stat().st_mode) == 0o644
+    assert (into / "s1" / A / "timestamp.txt").read_text().startswith("2026-12-01")
+    skipped, refused = "\n".join(report.skipped), "\n".join(report.refused)
+    assert "link.ipynb (a symbolic link" in skipped and "hard.ipynb (a hard link" in skipped
+    assert "pipe (a special file: a fifo)" in refused and "null (a special file: a character device)" in refused
+    assert "../escape" in refused and "/tmp/abs" in refused and "evil.ipynb" in refused
+    assert not Path(f"/tmp/abs/{A}").exists()
+    summary = report.summary()
+    assert "2 skipped, 5 refused:" in summary
+
+
+def test_zip_symlink_and_windows_paths(tmp_path):
+    source = tmp_path / "nb.zip"
+    with zipfile.ZipFile(source, "w") as archive:
+        archive.writestr(f"s1/{A}/{A}.ipynb", NOTEBOOK)
+        link = zipfile.ZipInfo(f"s1/{A}/link.ipynb")
+        link.create_system = 3
+        link.external_attr = (stat.S_IFLNK | 0o777) << 16
+        archive.writestr(link, "/etc/passwd")
+        fifo = zipfile.ZipInfo(f"s1/{A}/fifo")
+        fifo.create_system = 3
+        fifo.external_attr = (stat.S_IFIFO | 0o644) << 16
+        archive.writestr(fifo, "")
+        archive.writestr(f"C:/s2/{A}/{A}.ipynb", NOTEBOOK)
+        archive.writestr(f"s3\\..\\..\\{A}\\{A}.ipynb", NOTEBOOK)
+    into = tmp_path / "submitted"
+    report = collect(source, A, into, layout="nbgrader")
+    assert files_under(into) == {f"s1/{A}/{A}.ipynb"}
+    assert any("link.ipynb (a symbolic link)" in line for line in report.skipped)
+    assert any("fifo (a special file" in line for line in report.refused)
+    assert any(line.startswith("C:/s2") and "absolute" in line for line in report.refused)
+    assert any("'..'" in line for line in report.refused)
+
+
+def test_safe_path():
+    assert safe_path("a/./b//c.ipynb").as_posix() == "a/b/c.ipynb"
+    for bad in ("/etc/passwd", "../x", "a/../../x", "C:\\x", "d:x", "a\\..\\..\\x", "", "./"):
+        with pytest.raises(ValueError):
+            safe_path(bad)
+
+
+def test_zip_bomb_declared_size(tmp_path):
+    """A highly compressible member over the per-file cap is refused from its declared size, before
+    any of it is written; all the members together over --max-mb stop the step before writing."""
+    source = write_zip(tmp_path / "bomb.zip", {f"s1/{A}/{A}.ipynb": NOTEBOOK,
+                                               f"s1/{A}/zeros.bin": bytes(3 << 20)})
+    assert source.stat().st_size < 20_000
+    into = tmp_path / "submitted"
+    report = collect(source, A, into, max_member_bytes=1 << 20)
+    assert files_under(into) == {f"s1/{A}/{A}.ipynb"}
+    assert any("zeros.bin (declares 3145728 bytes" in line for line in report.refused)
+    with pytest.raises(CollectError, match="over the cap"):
+        collect(source, A, tmp_path / "other", max_bytes=2 << 20)
+    assert not (tmp_path / "other").exists() or not files_under(tmp_path / "other")
+
+
+def test_zip_bomb_that_lies(tmp_path):
+    """A member whose headers declare 100 bytes but that inflates to 8 MiB: stopped while writing."""
+    source = write_zip(tmp_path / "liar.zip", {f"s1/{A}/{A}.ipynb": NOTEBOOK, f"s1/{A}/zeros.bin": bytes(8 << 20)})
+    data = bytearray(source.read_bytes())
+    patched = 0
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        start = 0
+        while (start := data.find(signature, start)) >= 0:
+            name_at = start + (30 if signature == b"PK\x03\x04" else 46)
+            if data[name_at:name_at + 12] == f"s1/{A}"[:12].encode() and b"zeros.bin" in data[name_at:name_at + 60]:
+                struct.pack_into("<I", data, start + offset, 100)
+                patched += 1
+            start += 4
+    assert patched == 2
+    source.write_bytes(bytes(data))
+    assert zipfile.ZipFile(source).getinfo(f"s1/{A}/zeros.bin").file_size == 100
+    into = tmp_path / "submitted"
+    report = collect(source, A, into, max_member_bytes=1 << 20, max_bytes=2 << 20)
+    assert files_under(into) == {f"s1/{A}/{A}.ipynb"}
+    assert any("zeros.bin" in line for line in report.refused)
+    assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) < 1 << 20
+
+
+def test_copy_capped_counts_what_it_writes(tmp_path):
+    """The cap holds against the bytes themselves, whatever was declared."""
+    target = tmp_path / "out.bin"
+    with pytest.raises(OverflowError):
+        copy_capped(io.BytesIO(bytes(1000)), target, 999)
+    assert not target.exists()
+    assert copy_capped(io.BytesIO(bytes(1000)), target, 1000) == 1000
+    assert target.stat().st_size == 1000
+
+
+def test_fifo_in_a_folder_is_refused(tmp_path):
+    source = tmp_path / "plain"
+    (source / "s1" / A).mkdir(parents=True)
+    (source / "s1" / A / f"{A}.ipynb").write_bytes(NOTEBOOK)
+    os.mkfifo(source / "s1" / A / "pipe")
+    (source / "s1" / A / "link").symlink_to("/etc/passwd")
+    report = collect(source, A, tmp_path / "submitted")
+    assert files_under(tmp_path / "submitted") == {f"s1/{A}/{A}.ipynb"}
+    assert any("pipe (a special file" in line for line in report.refused)
+    assert any("link (a symbolic link)" in line for line in report.skipped)
+
+
+def test_detect():
+    from pathlib import PurePosixPath as P
+
+    assert detect([P(f"smith_1_2_{A}.ipynb")], A) == "canvas"
+    assert detect([P(f"J Smith_7_assignsubmission_file/{A}.ipynb")], A) == "moodle"
+    assert detect([P(f"hw-jsmith/course/{A}/{A}.ipynb")], A) == "classroom"
+    assert detect([P(f"jsmith/{A}/{A}.ipynb")], A) == "nbgrader"
+    assert detect([P("readme.txt")], A) is None
+
+
+def test_cli_errors(tmp_path, capsys):
+    junk = write_zip(tmp_path / "junk.zip", {"readme.txt": b"nothing here"})
+    assert main(["collect", str(junk), "--assignment", "01", "--into", str(tmp_path / "s")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("transformer-course collect: error:") and "no layout fits" in err[0]
+    assert main(["collect", str(tmp_path / "missing.zip"), "--assignment", "01", "--into", str(tmp_path / "s")]) == 1
+    assert main(["collect", str(junk), "--assignment", "99", "--into", str(tmp_path / "s")]) == 1
+    assert "the course has 01_self_attention" in capsys.readouterr().err
+    # forced to a layout that does not fit: nothing collected, exit 1, the skipped names reported
+    canvas = write_zip(tmp_path / "c.zip", {f"smith_1_2_{A}.ipynb": NOTEBOOK})
+    assert main(["collect", str(canvas), "--assignment", "01", "--into", str(tmp_path / "s"),
+                 "--layout", "moodle"]) == 1
+    assert "nothing collected" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists() or not files_under(tmp_path / "s")
