@@ -132,12 +132,6 @@ def _collect(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def _collect(args: argparse.Namespace) -> int:
-    from transformer_course.instructors.collect import run
-
-    return run(args)
-
-
 def _similarity(args: argparse.Namespace) -> int:
     from transformer_course.instructors.similarity import run
 
@@ -245,13 +239,6 @@ def main(argv: list[str] | None = None) -> int:
                                           "solutions, per exercise, into OUT/similarity/")
     add_arguments(p)
     p.set_defaults(func=_similarity)
-
-    from transformer_course.instructors.collect import add_arguments as collect_arguments
-
-    p = sub.add_parser("collect", help="unpack an LMS's download (Canvas, Moodle, GitHub Classroom, nbgrader) "
-                                       "into SUBMITTED/<student_id>/<assignment>/")
-    collect_arguments(p)
-    p.set_defaults(func=_collect)
 
     from transformer_course.instructors.collect import add_arguments as collect_arguments
 
