@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 from transformer_course.course import mathjax
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading import limits as limits_of
 from transformer_course.grading.atomic import atomic_write
 from transformer_course.grading.classbook import ClassBook
 from transformer_course.grading.grade import (
@@ -378,6 +379,11 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     if scheduler is None:
         shutil.rmtree(work_root, ignore_errors=True)
     run_args = (str(repo.root), limits, threads, str(work_root))
+    first = limits_of.unmeasured(repo, [assignments[n] for n in sorted({t.assignment for t in tasks})], threads)
+    if progress and first:  # else a silent minute behind "0/N" (the solution is graded before the first notebook)
+        many = len(first) > 1
+        print(f"measuring the solution{'s' * many} of {', '.join(first)} on this machine first (once per machine, "
+              f"about a minute{' each' * many}: the time limits of slow cells scale with it)...", file=sys.stderr)
     bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress or not tasks)
     try:
         for task, payload in _run(tasks, run_args, workers, scheduler):

@@ -67,3 +67,21 @@ def measured(autograded: Path) -> dict[str, float]:
         if grade_id and SECONDS_KEY in cell.metadata:
             seconds[grade_id] = float(cell.metadata[SECONDS_KEY])
     return seconds
+
+
+def unmeasured(repo: Repo, assignments: list[Assignment], threads: int) -> list[str]:
+    """The names of ``assignments`` whose solution this machine has not measured yet at ``threads``
+    threads a kernel (what the first notebook of each will wait for: the solution graded first)."""
+    from transformer_course.grading.version import grader_version
+
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # as the grading worker sets it (the cache's key)
+    try:
+        version = grader_version(repo)
+        return [a.name for a in assignments if (repo.solutions / f"{a.notebook}.ipynb").is_file()
+                and load(cache_file(repo, a, version)) is None]
+    finally:
+        if before is None:
+            del os.environ["OMP_NUM_THREADS"]
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
