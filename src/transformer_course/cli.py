@@ -15,6 +15,7 @@ from pathlib import Path
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[assignment]
 
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Repo  # noqa: E402 (after the line above)
+from transformer_course.words import count  # noqa: E402
 
 
 def _user_path(text: str) -> Path:
@@ -32,7 +33,7 @@ def _build(args: argparse.Namespace) -> int:
     retrain = True if args.retrain == [] else args.retrain or False  # --retrain alone: every training notebook
     built = build(repo, run_solutions=not args.no_execute, retrain=retrain, train_config=args.train_config,
                   rerun=args.rerun)
-    print(f"built {len(built)} notebooks into course/ and solutions/")
+    print(f"built {count(len(built), 'notebook')} into course/ and solutions/")
     return 0
 
 
@@ -73,7 +74,7 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"{awaiting} notebook{'s have' if awaiting > 1 else ' has'} answers in words awaiting your grading: "
               "open the formgrader in "
               f"{args.out}/nbgrader (docs/instructors.md, 'Questions answered in words'); the next `grade` or "
-              "`report` reads the points you give")
+              "`report` puts the points you give in the tables and on the feedback pages")
     failed = [r for r in results if r.status == GRADER_ERROR]
     if failed:
         # Loud and last: these rows are the grader's failure, not the students' grades.
@@ -106,7 +107,7 @@ def _check(args: argparse.Namespace) -> int:
             print(result.reason)
         assignment = repo.assignment(result.assignment)
         if assignment.questions:
-            print(f"Not in this score: {len(assignment.questions)} questions answered in words "
+            print(f"Not in this score: {count(len(assignment.questions), 'question')} answered in words "
                   f"({assignment.manual_max_score:g} points), which your instructor grades by hand.")
     return 1 if result.status == GRADER_ERROR else 0
 

@@ -21,6 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_course.words import count
+
 # A feedback line reads "<what was checked>: <the mistake> (see section N, '...')", sometimes
 # followed by " Note: ..." about earlier exercises. These mark a loss that names no mistake.
 _UNNAMED = ("differs from the expected values", "max abs error", "raised ", "timed out", "did not finish")
@@ -153,9 +155,10 @@ def _similarity_section(out: Path) -> str:
     return (f"<p>Students whose answers across the course resemble one source's (evidence at or above "
             f"{report.student_threshold:.0%}), grouped by source:</p>"
             + (_table(["source", "students (evidence)"], grouped) if grouped else "<p>none</p>")
-            + f"<p>{len(report.flagged)} pair(s) of answers at or above {report.threshold:.0%} similarity "
-            f"(copydetect's fingerprints, names and layout normalised; {len(report.skipped)} short exercises not "
-            "compared). A lead to read, not a verdict: no grade is changed. Side by side: "
+            + f"<p>{count(len(report.flagged), 'pair')} of answers at or above {report.threshold:.0%} similarity "
+            f"(copydetect's fingerprints, names and layout normalised; "
+            f"{count(len(report.skipped), 'short exercise')} not compared). A lead to read, not a verdict: no grade "
+            "is changed. Side by side: "
             "<a href='../similarity/index.html'>similarity/index.html</a>"
             + (f" (the {len(rows)} most similar below)" if len(report.flagged) > len(rows) else "") + ".</p>"
             + (_table(["similarity", "exercise", "student", "with"], rows) if rows else ""))
@@ -234,13 +237,13 @@ def build_report(out: Path) -> Path:
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left;
 vertical-align:top}}th{{background:#f3f3f3}}img{{max-width:100%}}figure{{margin:1em 0}}</style></head><body>
 <h1>Class report</h1>
-<p>{len(students)} students, {len(assignments)} assignments, {len(results)} notebooks;
+<p>{count(len(students), 'student')}, {count(len(assignments), 'assignment')}, {count(len(results), 'notebook')};
 built from <code>results.json</code>.</p>
 {images}
 <h2>Scores</h2>
 <p>Final scores, after late penalties (as in <code>lms.csv</code>); the raw score follows where a penalty took
 points off. "Written" is the answers in words, graded by hand in formgrader: their points, or
-"awaiting" until every question of the notebook has points ({awaiting} notebooks awaiting).</p>
+"awaiting" until every question of the notebook has points ({count(awaiting, 'notebook')} awaiting).</p>
 {_table(["student", *assignments, "total"], score_rows)}
 <h2>Named mistakes, most frequent first</h2>
 {_table(["exercise", "mistake", "students", "who"], mistake_rows) if mistake_rows else "<p>None.</p>"}
