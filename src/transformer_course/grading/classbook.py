@@ -56,7 +56,7 @@ class ClassBook:
                 gb.remove_submission(assignment.name, student)
             except MissingEntry:
                 pass
-            if result["status"] not in ("missing", "refused"):  # refused: nothing of it was read
+            if result["status"] not in ("missing", "refused", "wrong-notebook", "not-a-notebook"):  # nothing read
                 gb.add_submission(assignment.name, student)
                 notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, student)
                 for grade in notebook.grades:

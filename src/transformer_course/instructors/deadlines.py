@@ -268,7 +268,7 @@ def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | No
     (student, assignment)'s submission folder and notebook."""
     for result in results:
         due = deadlines.due(result.assignment)
-        if due is None or result.status in ("missing", "refused", "grader-error"):
+        if due is None or result.status in ("missing", "refused", "wrong-notebook", "not-a-notebook", "grader-error"):
             continue
         folder, notebook = where.get((result.student_id, result.assignment), (None, None))
         when, result.late_note = submitted_at(folder, notebook)
