@@ -17,6 +17,7 @@ from transformer_course.grading.grade import ExerciseResult, SubmissionResult
 from transformer_course.grading.spreadsheet import csv_text
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.layout import Assignment, Repo
+from transformer_course.words import count
 
 BANNER = ("<!-- course: lateness -->", "<!-- /course: lateness -->")
 
@@ -34,7 +35,7 @@ def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> N
     if result.submitted_at:  # both in the time zone the due date was given in, in one format
         said = (f"Handed in {deadlines.shown(result.assignment, result.submitted_at)}, due "
                 f"{deadlines.shown(result.assignment, due) if due else 'never'}: "
-                + (f"{result.late_by:g} h late; {result.late_penalty:g} points off "
+                + (f"{result.late_by:g} h late; {count(result.late_penalty, 'point')} off "
                    f"({html.escape(deadlines.policy.describe())})." if result.late_by else "on time."))
     else:
         said = "When this notebook was handed in is not known."
@@ -53,7 +54,7 @@ _SAID = rf"(?:Score: -?[\d.]+ / [\d.]+|{re.escape(WRITTEN[0])}.*?{re.escape(WRIT
 
 
 def _points(x: float) -> str:
-    return f"{x:g} point{'' if x == 1 else 's'}"
+    return count(x, "point")
 
 
 def written_on_page(page: Path, result: SubmissionResult, assignment: Assignment,
@@ -82,11 +83,10 @@ def written_on_page(page: Path, result: SubmissionResult, assignment: Assignment
         total = f"{auto}; {_points(top)} of answers in words await your instructor"
     elif waiting:
         total = (f"{auto}; {sum(v for v, _ in graded):g} / {sum(p for _, p in graded):g} of answers in words "
-                 f"graded by your instructor, {_points(waiting)} await grading")
+                 f"graded, {_points(waiting)} await your instructor")
     else:
         given = sum(v for v, _ in graded)
-        total = (f"Score: {result.score + given:g} / {result.max_score + top:g}: {auto}, {given:g} / {top:g} "
-                 "for answers in words, graded by your instructor")
+        total = f"Score: {result.score + given:g} / {result.max_score + top:g}: {auto}, {given:g} / {top:g} in words"
     total = f"{WRITTEN[0]}{total}{WRITTEN[1]}"
     text = re.sub(rf"(<h4>[^<\n]*\(){_SAID}(\)</h4>)", lambda m: m[1] + total + m[2], text, count=1)
     if text != original:
