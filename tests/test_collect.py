@@ -17,6 +17,8 @@ import pytest
 from transformer_course.cli import main
 from transformer_course.instructors.collect import CollectError, collect, copy_capped, detect, safe_path
 
+from .conftest import GRADING_TIMEOUT
+
 A = "01_self_attention"
 NOTEBOOK = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 
@@ -271,3 +273,18 @@ def test_cli_errors(tmp_path, capsys):
                  "--layout", "moodle"]) == 1
     assert "nothing collected" in capsys.readouterr().err
     assert not (tmp_path / "s").exists() or not files_under(tmp_path / "s")
+
+
+def test_collected_canvas_zip_is_graded(repo, tmp_path):
+    """End to end: the solution handed in through Canvas (resubmitted, so renamed by Canvas) is found
+    by its cells and gets every point."""
+    source = write_zip(tmp_path / "canvas.zip", {
+        f"lovelaceada_LATE_12345_67890_{A}-1.ipynb": (repo.solutions / f"{A}.ipynb").read_bytes()})
+    submitted = tmp_path / "submitted"
+    assert main(["collect", str(source), "--assignment", "01", "--into", str(submitted)]) == 0
+    out = tmp_path / "out"
+    assert main(["grade", str(submitted), "--out", str(out), "--assignment", "01", "--workers", "1",
+                 "--timeout", str(GRADING_TIMEOUT)]) == 0
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert [(r["student_id"], r["assignment"], r["score"], r["max_score"], r["status"]) for r in rows] == [
+        ("12345", A, "11", "11", "graded")]
