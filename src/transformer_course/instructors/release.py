@@ -1,8 +1,9 @@
 """``transformer-course release``: the students' repository, and nothing else.
 
 What students get: ``course/`` (the notebooks with their stubs, visible tests and hints, and the
-files shipped beside them), the data manifest with a README for students, environment files with
-the students' packages only, and a short README with
+files shipped beside them), the data manifest with a README for students (with a notebook that reads
+Multi30k), environment files with the students' packages only (conda's ``environment.yml``, Binder's,
+and pip's ``requirements.txt``, all from one parse), and a short README with
 Colab and Binder links, every address of the course rewritten to the students' repository (the
 notebooks' set-up cell fetches the shipped files from it in Colab). What they do not get:
 ``solutions/``, ``autograder/`` (the hidden reference, checks and sources), the grader, the
