@@ -228,6 +228,11 @@ def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
         page.locator("tr", has_text="02_scaled_dot_product").first.wait_for()
         cells = [c.strip() for c in page.locator("tr", has_text=A01).first.locator("td").all_inner_texts()]
         assert "2" in cells, cells  # two submissions
+        # every formgrader page docs/instructors.md names in bold ("**Manual Grading**") is in its menu
+        menu = {" ".join(t.split()) for t in page.locator(".nav-pills li a").all_inner_texts()}
+        quoted = {" ".join(name.split()) for name in re.findall(r"\*\*((?:Manage|Manual)\s[^*]+)\*\*",
+                                                                  (ROOT / "docs" / "instructors.md").read_text())}
+        assert quoted and quoted <= menu, f"the docs name {sorted(quoted - menu)}; formgrader's menu: {sorted(menu)}"
         page.screenshot(path=str(SHOTS / "07-formgrader-assignments.png"))
         page.close()
     page = browser.new_page(viewport={"width": 1400, "height": 900})

@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_course.instructors.deadlines import show
 from transformer_course.words import count
 
 # A feedback line reads "<what was checked>: <the mistake> (see section N, '...')", sometimes
@@ -205,8 +206,8 @@ def build_report(out: Path) -> Path:
                     html.escape(r["reason"] or "")] for r in results if r["status"] != "graded"]
     unnamed_rows = [[html.escape(a), html.escape(x), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
                     for (a, x), ids in sorted(unnamed.items(), key=lambda item: -len(item[1]))]
-    late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r.get("due") or ""),
-                  html.escape(r["submitted_at"]), f"{r['late_by']:g}", f"{r['late_penalty']:g}",
+    late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), show(r["due"]) if r.get("due") else "",
+                  show(r["submitted_at"]), f"{r['late_by']:g}", f"{r['late_penalty']:g}",
                   html.escape(r.get("late_note") or "")] for r in results if r.get("late_by")]
     students = sorted({r["student_id"] for r in results})
     assignments = sorted({r["assignment"] for r in results})
@@ -225,7 +226,7 @@ def build_report(out: Path) -> Path:
         score_rows.append([html.escape(student), *cells, f"{total:g} / {total_max:g}"])
     awaiting = sum(r.get("manual_status") == "awaiting" for r in results)
     timed = any(r.get("submitted_at") for r in results)
-    late_html = (_table(["student", "assignment", "due (UTC)", "handed in (UTC)", "late by (h)", "points off", "note"],
+    late_html = (_table(["student", "assignment", "due", "handed in", "late by (h)", "points off", "note"],
                         late_rows)
                  if late_rows else f"<p>{'Everyone handed in on time.' if timed else 'No deadline was given.'}</p>")
     similar = _similarity_section(out)
