@@ -37,8 +37,24 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _traceback(args: argparse.Namespace) -> None:
+    """With --debug: the traceback of the exception being handled, before the command's one line."""
+    if getattr(args, "debug", False):
+        import traceback
+
+        traceback.print_exc()
+
+
+def _what(exc: BaseException, fault: object) -> str:
+    """What happened, in words: the storage fault, else the exception in one line."""
+    from transformer_course.grading.grade import one_line
+
+    return fault.what() if fault is not None else one_line(f"{type(exc).__name__}: {exc}", 300)
+
+
 def _grade(args: argparse.Namespace) -> int:
     from transformer_course.grading.batch import OutputBusy, grade_class, selected
+    from transformer_course.grading.faults import fault_of, kept_line, resume_hint
     from transformer_course.grading.grade import score_table
     from transformer_course.instructors.deadlines import load as load_deadlines
 
@@ -61,13 +77,23 @@ def _grade(args: argparse.Namespace) -> int:
                               memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
                               max_output_mb=args.max_output, deadlines=deadlines, only=only,
                               max_submission_mb=args.max_submission_mb or None)
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: what was graded is kept in {args.out}/results/; run the same command "
+    except KeyboardInterrupt as exc:
+        _traceback(args)
+        print(f"\ninterrupted: {kept_line(getattr(exc, 'grading_progress', None), args.out)}; run the same command "
               "again to grade the rest", file=sys.stderr)
         return 130
     except OutputBusy as exc:
         print(f"transformer-course grade: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a full disk, a read-only OUT, ...: one line, what was kept, how to go on
+        fault = fault_of(exc)
+        if fault is None and isinstance(exc, FileNotFoundError | ValueError | KeyError):
+            raise  # a usage error: main() says it
+        _traceback(args)
+        print(f"\ntransformer-course grade: error: {_what(exc, fault)}: "
+              f"{kept_line(getattr(exc, 'grading_progress', None), args.out)}; {resume_hint(fault, args.out)}",
+              file=sys.stderr)
+        return 1
     print(score_table(results))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     if awaiting := sum(r.manual_status == "awaiting" for r in results):
@@ -121,9 +147,27 @@ def _gradescope(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from transformer_course.grading.faults import check_writable, fault_of, resume_hint
     from transformer_course.instructors.report import build_report
 
-    print(f"report: {build_report(Path(args.out))}")
+    out = Path(args.out)
+    try:
+        if out.is_dir():
+            check_writable(out)  # a read-only OUT says so, not "nbgrader generate_assignment failed"
+        page = build_report(out)
+    except KeyboardInterrupt:
+        _traceback(args)
+        print("\ninterrupted: the report is not complete; run the same command again", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        fault = fault_of(exc)
+        if fault is None and isinstance(exc, FileNotFoundError | ValueError | KeyError):
+            raise  # a usage error (OUT not graded): main() says it
+        _traceback(args)
+        print(f"transformer-course report: error: {_what(exc, fault)}: the report was not written; "
+              f"{resume_hint(fault, args.out)}", file=sys.stderr)
+        return 1
+    print(f"report: {page}")
     return 0
 
 
@@ -201,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="for --late-policy per-day: percent of the notebook's points per started day late")
     p.add_argument("--late-cap", type=float, default=None, metavar="PERCENT",
                    help="for --late-policy per-day: at most this percent in all (default 100)")
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failure (a full disk, Ctrl-C, ...)")
     p.set_defaults(func=_grade)
 
     p = sub.add_parser("check", help="grade one notebook of your own, without a gradebook")
@@ -250,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     p.set_defaults(func=_report)
 
     args = parser.parse_args(argv)

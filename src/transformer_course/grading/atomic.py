@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -12,7 +13,17 @@ def atomic_write(path: Path, data: bytes | str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(raw)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(f.name, path)
+        try:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        except BaseException:  # a full disk, Ctrl-C: no half-written temporary file is left behind
+            with contextlib.suppress(OSError):
+                os.unlink(f.name)
+            raise
+    try:
+        os.replace(f.name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(f.name)
+        raise

@@ -46,6 +46,7 @@ from transformer_course.grading import forkserver, sandbox
 from transformer_course.grading import limits as limits_of
 from transformer_course.grading.atomic import atomic_write
 from transformer_course.grading.classbook import ClassBook
+from transformer_course.grading.faults import check_writable, fault_of
 from transformer_course.grading.grade import (
     ExerciseResult,
     Grader,
@@ -173,15 +174,18 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
         return
     from distributed import Client, LocalCluster, as_completed
 
-    cluster = None
-    if scheduler is None:
-        # CRITICAL: a task's failure comes back through its future; what workers would log
-        # besides is shutdown noise (heartbeats to a scheduler that has just closed). The dashboard on
-        # a free port (":0"): 8787 may be another cluster's, and Dask would warn about it.
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=logging.CRITICAL)
-    client = Client(scheduler or cluster)
+    from transformer_course.grading.daskquiet import NoCtrlC
+
+    before = _children()
+    cluster = client = None
     try:
+        if scheduler is None:
+            # CRITICAL: a task's failure comes back through its future; what workers would log
+            # besides is shutdown noise (heartbeats to a scheduler that has just closed). The dashboard on
+            # a free port (":0"): 8787 may be another cluster's, and Dask would warn about it.
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   silence_logs=logging.CRITICAL, plugins=(NoCtrlC(),))
+        client = Client(scheduler or cluster)
         futures = {client.submit(grade_task, *run_args, task, pure=False, retries=1,
                                  key=f"grade-{task.student_id}-{task.assignment}-{uuid.uuid4().hex[:8]}"): task
                    for task in tasks}
@@ -191,10 +195,55 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
             except Exception as exc:
                 yield futures[future], exc
     finally:
-        with _quiet("distributed"):
-            client.close()
-            if cluster is not None:
-                cluster.close()
+        # Closing after Ctrl-C (or a full disk): Dask's threads may log, or print the tracebacks of
+        # connections that just closed; the command's own last line says what happened.
+        with _quiet("distributed"), _quiet("tornado"), _quiet("asyncio"), _no_thread_tracebacks():
+            with contextlib.suppress(Exception):
+                if client is not None:
+                    client.close()
+            with contextlib.suppress(Exception):
+                if cluster is not None:
+                    cluster.close()
+            if scheduler is None:
+                _end_workers(before)
+
+
+def _children() -> set[int]:
+    """This process's child processes now (the cluster's worker processes start after)."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children()}
+
+
+def _end_workers(before: set[int]) -> None:
+    """End the worker processes the cluster started that outlived its closing (a Ctrl-C during its
+    start or close): no grading process is left behind."""
+    import psutil
+
+    left = []
+    for p in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if p.pid not in before and "spawn_main" in " ".join(p.cmdline()):
+                p.terminate()
+                left.append(p)
+    _, alive = psutil.wait_procs(left, timeout=5)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+@contextlib.contextmanager
+def _no_thread_tracebacks() -> Iterator[None]:
+    """No traceback from a thread that fails in the block (Dask's, while it closes)."""
+    import threading
+
+    hook = threading.excepthook
+    threading.excepthook = lambda args: None
+    try:
+        yield
+    finally:
+        threading.excepthook = hook
 
 
 @contextlib.contextmanager
@@ -247,12 +296,30 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     repo = repo or Repo()
     chosen = selected(repo, only)
     submitted, out = submitted.resolve(), out.resolve()  # workers and nbgrader run elsewhere
-    out.mkdir(parents=True, exist_ok=True)
-    with output_lock(out):
-        limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
-                  "max_output_mb": max_output_mb}
-        return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines, threads,
-                            chosen, max_submission_mb)
+    done = Progress()
+    try:
+        check_writable(out)  # a read-only, full or forbidden OUT fails now, not after minutes of start
+        with output_lock(out):
+            limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
+                      "max_output_mb": max_output_mb}
+            return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines,
+                                threads, chosen, max_submission_mb, done)
+    except BaseException as exc:
+        with contextlib.suppress(AttributeError):
+            exc.grading_progress = done  # type: ignore[attr-defined]  # what the command's last line says
+        raise
+
+
+@dataclass
+class Progress:
+    """How far a run got, for the line that says what was kept when it stops early: an exception
+    out of :func:`grade_class` carries it as ``grading_progress``."""
+
+    pairs: int = 0  # (student, assignment) pairs of this run; 0: it stopped before it knew them
+    kept: int = 0  # pairs whose record is on disk (earlier runs' and this run's)
+    graded: int = 0  # notebooks graded and recorded by this run
+    to_grade: int = 0  # notebooks this run had to grade
+    failed: str = ""  # "student/assignment" whose writing failed: no record, so the next run grades it again
 
 
 def selected(repo: Repo, only: list[str] | None) -> list[str] | None:
@@ -329,7 +396,9 @@ def output_lock(out: Path) -> Iterator[None]:
 def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress: bool, workers: int | None,
                  scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None,
                  threads: int | None = None, only: list[str] | None = None,
-                 max_submission_mb: float | None = DEFAULT_MAX_MB) -> list[SubmissionResult]:
+                 max_submission_mb: float | None = DEFAULT_MAX_MB, done: Progress | None = None,
+                 ) -> list[SubmissionResult]:
+    done = done if done is not None else Progress()
     assignments = {a.name: a for a in convert_sources(repo) if only is None or a.name in only}
     if unsandboxed := sandbox.warning():
         print(unsandboxed, file=sys.stderr)
@@ -364,13 +433,14 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint,
                     handed.status)
         (tasks if path else missing).append(task)
+    done.pairs, done.kept, done.to_grade = len(pairs), len(records), len(tasks)
     book = ClassBook(out / "nbgrader", repo)
     mathjax.install(out / "feedback" / MATHJAX_FOLDER)  # formulas render offline (else: the CDN)
     errors_log = out / ERRORS_LOG
     errors_log.unlink(missing_ok=True)  # this run's failures only
     for task in missing:
         payload = _missing(task, assignments[task.assignment], task.status or "missing")
-        _save(out, book, assignments[task.assignment], payload)
+        _save(out, book, assignments[task.assignment], payload, done)
         records[(task.student_id, task.assignment)] = payload
     workers = workers or os.cpu_count() or 1
     if threads is None:
@@ -385,8 +455,12 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         print(f"measuring the solution{'s' * many} of {', '.join(first)} on this machine first (once per machine, "
               f"about a minute{' each' * many}: the time limits of slow cells scale with it)...", file=sys.stderr)
     bar = tqdm(total=len(tasks), desc="grading", unit="notebook", disable=not progress or not tasks)
+    finished = _run(tasks, run_args, workers, scheduler)
     try:
-        for task, payload in _run(tasks, run_args, workers, scheduler):
+        for task, payload in finished:
+            if isinstance(payload, BaseException) and fault_of(payload, strict=True):
+                done.failed = f"{task.student_id}/{task.assignment}"
+                raise payload  # the worker could not write (a full disk): every other notebook would fail alike
             problem = "" if isinstance(payload, BaseException) else invalid_payload(
                 task, assignments[task.assignment], payload)
             if problem:
@@ -396,10 +470,12 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
             if payload["result"]["status"] == GRADER_ERROR:
                 _log_error(errors_log, task, payload)
             else:
-                _save(out, book, assignments[task.assignment], {**payload, "submitted": task.data})
+                _save(out, book, assignments[task.assignment], {**payload, "submitted": task.data}, done)
+                done.graded += 1
             records[(task.student_id, task.assignment)] = payload
             bar.update()
     finally:
+        finished.close()  # the cluster closes now, not when the exception's traceback is freed
         bar.close()
         if scheduler is None:
             shutil.rmtree(work_root, ignore_errors=True)
@@ -432,16 +508,24 @@ def _log_error(log: Path, task: Task, payload: dict) -> None:
         f.write(entry)
 
 
-def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict) -> None:
+def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict, done: Progress | None = None) -> None:
     """Feedback, gradebook and autograded notebook first, the record last: a record on disk
-    means everything of that pair was written."""
+    means everything of that pair was written. An earlier record goes first, so a write that
+    fails (a full disk, Ctrl-C) leaves none: the next run grades that pair again."""
     result = payload["result"]
+    record_path = out / "results" / result["student_id"] / f"{assignment.name}.json"
+    if done is not None:
+        done.failed = f"{result['student_id']}/{assignment.name}"
+    record_path.unlink(missing_ok=True)
     page = payload["feedback"]
     if (out / "feedback" / MATHJAX_FOLDER / mathjax.SCRIPT).is_file():  # feedback/<student>/<assignment>/page
         page = mathjax.use_local(page, f"../../{MATHJAX_FOLDER}/{mathjax.SCRIPT}")
     atomic_write(out / "feedback" / result["student_id"] / assignment.name / f"{assignment.notebook}.html", page)
     book.record(assignment, payload)
     record = {k: v for k, v in payload.items() if k not in ("feedback", "autograded", "submitted")}
-    atomic_write(out / "results" / result["student_id"] / f"{assignment.name}.json", json.dumps(record, indent=1))
+    atomic_write(record_path, json.dumps(record, indent=1))
+    if done is not None:
+        done.failed = ""
+        done.kept += 1
 
 
