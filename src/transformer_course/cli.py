@@ -38,11 +38,21 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _traceback(args: argparse.Namespace) -> None:
-    """With --debug: the traceback of the exception being handled, before the command's one line."""
+    """With --debug: the traceback of the exception being handled, before the command's one line.
+    Else the process ends quietly after that line: no library's exit-time traceback or log (Dask's
+    threads and exit handlers after Ctrl-C) follows it."""
     if getattr(args, "debug", False):
         import traceback
 
         traceback.print_exc()
+        return
+    import logging
+    import threading
+
+    sys.unraisablehook = lambda unraisable: None
+    threading.excepthook = lambda hook_args: None
+    for name in ("distributed", "asyncio", "tornado"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _what(exc: BaseException, fault: object) -> str:

@@ -183,8 +183,9 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
             # CRITICAL: a task's failure comes back through its future; what workers would log
             # besides is shutdown noise (heartbeats to a scheduler that has just closed). The dashboard on
             # a free port (":0"): 8787 may be another cluster's, and Dask would warn about it.
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.CRITICAL, plugins=(NoCtrlC(),))
+            with _ctrl_c_ignored():
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.CRITICAL, plugins=(NoCtrlC(),))
         client = Client(scheduler or cluster)
         futures = {client.submit(grade_task, *run_args, task, pure=False, retries=1,
                                  key=f"grade-{task.student_id}-{task.assignment}-{uuid.uuid4().hex[:8]}"): task
@@ -206,6 +207,25 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
                     cluster.close()
             if scheduler is None:
                 _end_workers(before)
+
+
+@contextlib.contextmanager
+def _ctrl_c_ignored() -> Iterator[None]:
+    """Ctrl-C ignored while the cluster starts: its worker processes inherit that (a Ctrl-C amid
+    their imports would print a traceback each, and one half-started cluster another at exit), until
+    :class:`~.daskquiet.NoCtrlC` gives them a handler of their own (their kernels get the default
+    again). A Ctrl-C in these seconds is lost: the next one stops the run."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def _children() -> set[int]:
@@ -416,7 +436,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         handed = find_submission(folder, assignment, max_submission_mb, known)
         path, note, data = handed.path, handed.note, handed.data
         if handed.unusual:  # renamed, several notebooks, another's, no notebook, refused: the summary lists it
-            notices.append(f"{student_id} {assignment.name}: {handed.status or 'graded'}: {note.strip()}")
+            notices.append(f"{student_id} {assignment.name}: {note.strip()}")
         where[(student_id, assignment.name)] = (folder, path)
         fingerprint = hashlib.sha256(
             f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
