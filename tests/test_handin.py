@@ -102,8 +102,8 @@ def test_the_run_ends_with_one_block_naming_every_unusual_hand_in(graded):
     lines = block.splitlines()[1:]
     assert [line.split(":")[0].strip() for line in lines] == [f"{s} {A}" for s in
                                                               ("files", "renamed", "two", "wrong", "wrong_named")]
-    assert f"renamed {A}: graded: graded Untitled.ipynb (expected {NB})" in block
-    assert f"files {A}: not-a-notebook: not a notebook: found answers.py, hw.zip" in block
+    assert f"renamed {A}: graded Untitled.ipynb (expected {NB})" in block
+    assert f"files {A}: not a notebook: found answers.py, hw.zip" in block
     assert "empty" not in block, "a notebook not handed in is in the table, not in this block"
 
 
@@ -137,3 +137,20 @@ def test_a_stripped_notebook_beside_another_assignments_is_picked(repo, tmp_path
     assert handed.status == "" and handed.path == folder / "mine.ipynb"
     assert handed.note == f"graded mine.ipynb (expected {NB}); ignored a.ipynb ({B}'s notebook). "
     assert handed.unusual and handed.ignored == ["a.ipynb"]
+
+
+def test_a_linked_notebook_beside_a_real_one_is_named_never_read(repo, tmp_path):
+    """A link to the solution beside the student's own notebook: the own one is graded, the link named as
+    refused (not followed, so not recognised as the better notebook)."""
+    folder = tmp_path / "lee" / A
+    folder.mkdir(parents=True)
+    shutil.copyfile(repo.course / A / NB, folder / NB)
+    os.symlink(repo.solutions / NB, folder / "Untitled.ipynb")
+    (folder / "notes").mkdir()
+    handed = find_submission(folder, repo.assignment(A), known=Releases(repo.assignments()))
+    assert handed.path == folder / NB and handed.data == (repo.course / A / NB).read_bytes()
+    assert handed.note.startswith(f"graded {NB}; ignored Untitled.ipynb (refused: lee/{A}/Untitled.ipynb is a "
+                                  "symbolic link"), handed.note
+    (folder / NB).unlink()
+    handed = find_submission(folder, repo.assignment(A), known=Releases(repo.assignments()))
+    assert handed.status == "refused" and handed.data is None, handed

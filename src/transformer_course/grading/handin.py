@@ -60,7 +60,7 @@ def _lines(source: str) -> set[str]:
     return {n for n in map(_line, source.splitlines()) if len(n) >= 6}
 
 
-def _released_lines(source: str, solution: bool, test: bool) -> set[str]:
+def _released_lines(source: str, solution: bool) -> set[str]:
     """The lines of a source cell that the release has too: without the solution's and the hidden
     tests' regions (an answer cell without markers is replaced whole)."""
     if solution and "### BEGIN SOLUTION" not in source:
@@ -114,8 +114,7 @@ class Releases:
             marks, lines = set(), set(_STUB_LINES)
             for cell in jupytext.read(a.source_file).cells:
                 meta = cell.metadata.get("nbgrader", {})
-                solution, test = bool(meta.get("solution")), bool(meta.get("grade")) and not meta.get("solution")
-                released = _released_lines(cell.source, solution, test)
+                released = _released_lines(cell.source, bool(meta.get("solution")))
                 lines |= released
                 marks |= {f"line:{n}" for n in released if n not in _STUB_LINES}
                 if meta.get("grade_id"):
@@ -124,7 +123,6 @@ class Releases:
         # A mark two assignments share (an import, a shared instruction) tells neither apart.
         self.marks = {name: {m for m in marks if not any(m in o for n, o in own.items() if n != name)}
                       for name, marks in own.items()}
-        self.notebooks = {a.name: f"{a.notebook}.ipynb" for a in assignments}
 
     def recognise(self, nb: dict, expected: str | None = None) -> Recognised:
         """The assignment whose release ``nb`` (a parsed notebook's JSON) is a copy of, by its cells.
