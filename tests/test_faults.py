@@ -1,0 +1,183 @@
+"""Faults end in one clear line: a full disk, a read-only output folder, Ctrl-C (in this process and
+through Dask). The line says what happened, what was kept and how to go on; no traceback (but with
+--debug); what was graded is kept, and the next run grades only the rest."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from transformer_course import cli
+from transformer_course.grading import atomic, batch
+
+from .conftest import GRADING_TIMEOUT, ROOT
+
+ASSIGNMENT = "01_self_attention"
+
+
+@pytest.fixture
+def small_class(repo, tmp_path) -> Path:
+    """Two students who handed in 01 and one who handed in nothing."""
+    submitted = tmp_path / "submitted"
+    for student in ("ada", "cho"):
+        shutil.copytree(repo.sample_class / student / ASSIGNMENT, submitted / student / ASSIGNMENT)
+    (submitted / "bob").mkdir()
+    return submitted
+
+
+def _grade(submitted: Path, out: Path, *more: str) -> list[str]:
+    return ["grade", str(submitted), "--out", str(out), "--assignment", "01", "--timeout", str(GRADING_TIMEOUT),
+            *more]
+
+
+def _one_line(err: str, words: str) -> str:
+    """The fault's line: the last line, the only one that says ``words``; no traceback."""
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert [line for line in lines if words in line] == lines[-1:], err
+    return lines[-1]
+
+
+@pytest.fixture
+def fake_grading(monkeypatch):
+    """No kernels: each notebook's payload is a valid record (graded as not handed in), so these
+    tests check what is written and kept, in seconds. Returns the students graded, in order."""
+    graded = []
+
+    def grade_task(root, limits, threads, work_root, task):
+        graded.append(task.student_id)
+        assignment = next(a for a in batch.Repo(Path(root)).assignments() if a.name == task.assignment)
+        return batch._missing(task, assignment)
+
+    monkeypatch.setattr(batch, "grade_task", grade_task)
+    return graded
+
+
+def test_full_disk_keeps_what_was_graded_and_the_next_run_grades_the_rest(small_class, tmp_path, monkeypatch,
+                                                                           capsys, fake_grading):
+    out = tmp_path / "out"
+    real_write = batch.atomic_write
+    records = []
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def write(path, data):  # the second graded notebook's record finds the disk full
+        if path.parent.parent.name == "results":
+            records.append(path)
+            if len(records) == 3:  # bob (nothing handed in), ada, then cho
+                with monkeypatch.context() as m:
+                    m.setattr(atomic.os, "fsync", full)  # its temporary file is written, then the disk is full
+                    return real_write(path, data)
+        real_write(path, data)
+
+    monkeypatch.setattr(batch, "atomic_write", write)
+    assert cli.main(_grade(small_class, out, "--workers", "1")) == 1
+    line = _one_line(capsys.readouterr().err, "error:")
+    assert "the disk is full" in line and "2 of 3 notebooks are graded and kept" in line, line
+    assert "cho/01_self_attention could not be written and is graded again by the next run" in line, line
+    assert line.endswith("free some space, then run the same command again"), line
+    assert sorted(p.parent.name for p in out.glob(f"results/*/{ASSIGNMENT}.json")) == ["ada", "bob"]
+    assert not list(out.glob("results/*/.*")), "no temporary file is left"
+    assert not (out / "grades.csv").exists()
+
+    monkeypatch.setattr(batch, "atomic_write", real_write)
+    fake_grading.clear()
+    assert cli.main(_grade(small_class, out, "--workers", "1")) == 0
+    assert fake_grading == ["cho"], "the next run grades only what was not kept"
+    assert sorted(p.parent.name for p in out.glob(f"results/*/{ASSIGNMENT}.json")) == ["ada", "bob", "cho"]
+
+
+def test_ctrl_c_in_process_says_what_was_kept(small_class, tmp_path, monkeypatch, capsys):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(batch, "grade_task", interrupted)
+    out = tmp_path / "out"
+    assert cli.main(_grade(small_class, out, "--workers", "1")) == 130
+    line = _one_line(capsys.readouterr().err, "interrupted")
+    assert line == (f"interrupted: 1 of 3 notebooks are graded and kept in {out}/results/ (0 graded by this run); "
+                    "run the same command again to grade the rest"), line
+    assert cli.main(_grade(small_class, out, "--workers", "1", "--debug")) == 130
+    assert "Traceback" in capsys.readouterr().err, "--debug shows it"
+
+
+@pytest.fixture
+def read_only(tmp_path) -> Path:
+    """A folder on a file system mounted read-only (root ignores a folder's mode bits)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here (not root, or in a container without CAP_SYS_ADMIN): {exc}")
+    try:
+        (folder / "out").mkdir()
+        (folder / "out" / "results.json").write_text("[]")
+        subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True, capture_output=True)
+        yield folder / "out"
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+
+
+def test_read_only_out_fails_fast_with_one_line(small_class, read_only, capsys):
+    start = time.monotonic()
+    assert cli.main(_grade(small_class, read_only, "--workers", "1")) == 1
+    line = _one_line(capsys.readouterr().err, "error:")
+    assert time.monotonic() - start < 20, "before the long start (nbgrader's course root, workers)"
+    assert line == (f"transformer-course grade: error: the output folder is on a read-only file system (writing "
+                    f"{read_only}): nothing was graded; make {read_only} writable (or give another folder), then "
+                    "run the same command again"), line
+
+    assert cli.main(["report", str(read_only)]) == 1
+    line = _one_line(capsys.readouterr().err, "error:")
+    assert "read-only file system" in line and "the report was not written" in line, line
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def test_ctrl_c_with_dask_ends_quietly_and_leaves_no_worker(small_class, tmp_path):
+    """As a terminal's Ctrl-C: SIGINT to the whole process group, once the workers grade."""
+    out, err = tmp_path / "out", tmp_path / "stderr"
+    command = [str(Path(sys.executable).parent / "transformer-course"), *_grade(small_class, out, "--workers", "2")]
+    with open(err, "w") as stderr:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:  # the workers have taken their notebooks
+            if (out / ".work").is_dir() and len(list((out / ".work").iterdir())) >= 2 and "grading:" in err.read_text():
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, err.read_text()
+        time.sleep(1)
+        processes = _descendants(process.pid)
+        assert sum("spawn_main" in " ".join(p.cmdline()) for p in processes) >= 2, "the cluster's workers run"
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=120) == 130
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    text = err.read_text()
+    line = _one_line(text, "interrupted")
+    assert line.startswith("interrupted: ") and "of 3 notebooks are graded and kept in" in line, line
+    deadline = time.monotonic() + 15
+    while (left := [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, f"left running: {[' '.join(p.cmdline())[:100] for p in left]}"
