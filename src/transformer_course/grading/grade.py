@@ -427,8 +427,11 @@ def score_table(results: list[SubmissionResult]) -> str:
                     for e in r.exercises if e.feedback]
     if details:
         lines += ["", "Points lost:"] + details
-    late = [f"  {r.student_id} {r.assignment}: handed in {r.submitted_at}, {r.late_by:g} h after the due date; "
-            f"{r.late_penalty:g} points off" for r in results if r.late_by]
+    from transformer_course.instructors.deadlines import show
+    from transformer_course.words import count
+
+    late = [f"  {r.student_id} {r.assignment}: handed in {show(r.submitted_at)}, {r.late_by:g} h after the due date; "
+            f"{count(r.late_penalty, 'point')} off" for r in results if r.late_by]
     notes = [f"  {r.student_id} {r.assignment}: {r.late_note}" for r in results if r.late_note]
     if late:
         lines += ["", "Late:"] + late
