@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import os
 import re
 import shutil
 from pathlib import Path
@@ -202,3 +203,44 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     assert (row["manual_status"], row["manual_score"]) == ("graded", "3")
     assert "Score: 14 / 15: 11 / 11 graded automatically, 3 / 4 in words" in text
     assert "Handed in 2026-11-30 19:00 +01:00, due 2026-12-01 23:59 +01:00: on time." in text
+
+
+def test_counts_agree_with_their_nouns_in_the_report(tmp_path):
+    """`transformer-course report` on a class of one: "1 student, 1 assignment, 1 notebook", never "1 assignments"."""
+    import json
+
+    from transformer_course.grading.publish import write_csvs
+    from transformer_course.instructors.report import build_report
+    from transformer_course.words import count
+
+    assert (count(1, "assignment"), count(0, "pair"), count(2, "notebook has", "notebooks have")) == (
+        "1 assignment", "0 pairs", "2 notebooks have")
+    write_csvs([_result()], tmp_path)
+    text = build_report(tmp_path).read_text()
+    assert "1 student, 1 assignment, 1 notebook;" in text, text[:2000]
+    assert "(0 notebooks awaiting)" in text
+    assert json.loads((tmp_path / "results.json").read_text())[0]["student_id"] == "ada"
+
+
+def test_the_first_run_on_a_machine_says_which_solutions_it_measures(repo, monkeypatch, tmp_path):
+    """What `grade` prints before its progress bar: the assignments whose solution has no measured
+    seconds on this machine yet (for the worker's thread count), and none once they are kept."""
+    from transformer_course.grading import limits
+
+    threads = lambda: os.environ.get("OMP_NUM_THREADS", "-")  # noqa: E731 (the machine's key: its thread count)
+    monkeypatch.setattr(limits, "cache_file", lambda _repo, a, version: tmp_path / threads() / f"{a.name}-{version}")
+    chosen = [repo.assignment(A01), repo.assignment("02_scaled_dot_product")]
+    assert limits.unmeasured(repo, chosen, 1) == [A01, "02_scaled_dot_product"]
+    limits.save(_cache_for(repo, chosen[0], 1), {"test_softmax": 0.5})
+    assert limits.unmeasured(repo, chosen, 1) == ["02_scaled_dot_product"]
+    assert limits.unmeasured(repo, chosen, 3) == [A01, "02_scaled_dot_product"]  # another thread count: its own
+
+
+def _cache_for(repo, assignment, threads: int) -> Path:
+    """Where a grading worker of ``threads`` threads keeps the solution's seconds (as Grader.calibrate does)."""
+    from transformer_course.grading import limits
+    from transformer_course.grading.version import grader_version
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("OMP_NUM_THREADS", str(threads))
+        return limits.cache_file(repo, assignment, grader_version(repo))
