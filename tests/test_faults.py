@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -181,3 +182,25 @@ def test_ctrl_c_with_dask_ends_quietly_and_leaves_no_worker(small_class, tmp_pat
             and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not left, f"left running: {[' '.join(p.cmdline())[:100] for p in left]}"
+
+
+def test_a_killed_worker_is_a_grader_error_said_in_the_last_line(small_class, tmp_path, monkeypatch, capsys,
+                                                                   fake_grading):
+    """Dask's KilledWorker (every worker that took the notebook died): that notebook is not recorded,
+    the run goes on, and the last line says why and that the same command grades it again."""
+    from distributed import KilledWorker
+
+    def killed(root, limits, threads, work_root, task):
+        if task.student_id == "cho":
+            raise KilledWorker(task.student_id, SimpleNamespace(address="tcp://127.0.0.1:1"), 3)
+        return fake(root, limits, threads, work_root, task)
+
+    fake = batch.grade_task
+    monkeypatch.setattr(batch, "grade_task", killed)
+    out = tmp_path / "out"
+    assert cli.main(_grade(small_class, out, "--workers", "1")) == 1
+    err = capsys.readouterr().err
+    line = _one_line(err, "grader error")
+    assert "1 notebook could not be graded because of a grader error (1 because a grading worker process died)" \
+        in line and line.endswith("run the same command again to grade them."), line
+    assert sorted(p.parent.name for p in out.glob(f"results/*/{ASSIGNMENT}.json")) == ["ada", "bob"]

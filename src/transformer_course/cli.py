@@ -114,8 +114,12 @@ def _grade(args: argparse.Namespace) -> int:
     failed = [r for r in results if r.status == GRADER_ERROR]
     if failed:
         # Loud and last: these rows are the grader's failure, not the students' grades.
+        from transformer_course.grading.batch import KILLED
+
+        killed = sum(KILLED in r.reason for r in failed)
         print(f"\n{len(failed)} notebook{'s' if len(failed) != 1 else ''} could not be graded because of a "
-              f"grader error: see {args.out}/{ERRORS_LOG}. They are not recorded as graded; fix the cause "
+              f"grader error{f' ({killed} because a grading worker process died)' if killed else ''}: see "
+              f"{args.out}/{ERRORS_LOG}. They are not recorded as graded; fix the cause "
               "and run the same command again to grade them.", file=sys.stderr)
         return 1
     return 0

@@ -64,6 +64,7 @@ from transformer_course.instructors import deadlines as late
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
 
+KILLED = "the grading worker process died while grading it"
 MATHJAX_FOLDER = ".mathjax"  # under OUT/feedback: no student id starts with "." (discover() skips those)
 _GRADERS: dict[tuple, Grader] = {}  # one per worker process and setting
 
@@ -148,8 +149,11 @@ def _missing(task: Task, assignment: Assignment, status: str = "missing") -> dic
 def _grader_error(task: Task, assignment: Assignment, error: BaseException) -> dict:
     """The payload for a task the grader itself failed on. Its status says so: it is not the
     student's zero, it is not recorded (the next run grades it again), and it is logged."""
+    what = one_line(f"{type(error).__name__}: {error}", 160)
+    if type(error).__name__ == "KilledWorker":  # Dask: every worker process that took it died (killed, out of memory)
+        what = f"{KILLED}: killed, or out of memory, on every try"
     reason = (f"{GRADER_ERROR}: this notebook could not be graded because the grader failed "
-              f"({one_line(f'{type(error).__name__}: {error}', 160)}); it is not the student's score")
+              f"({what}); it is not the student's score")
     result = SubmissionResult(task.student_id, task.assignment, GRADER_ERROR, reason, zero_scores(assignment, reason))
     trace = "".join(traceback.format_exception(error))
     return {"result": asdict(result), "cells": {}, "feedback": fallback_html(result), "fingerprint": "",
