@@ -8,6 +8,7 @@ import errno
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import pytest
 
 from transformer_course import cli
 from transformer_course.grading import atomic, batch
+from transformer_course.grading.faults import fault_of
 
 from .conftest import GRADING_TIMEOUT, ROOT
 
@@ -204,3 +206,36 @@ def test_a_killed_worker_is_a_grader_error_said_in_the_last_line(small_class, tm
     assert "1 notebook could not be graded because of a grader error (1 because a grading worker process died)" \
         in line and line.endswith("run the same command again to grade them."), line
     assert sorted(p.parent.name for p in out.glob(f"results/*/{ASSIGNMENT}.json")) == ["ada", "bob"]
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    (OSError(errno.ENOSPC, "No space left on device", "/out/grades.csv"), "full"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded"), "full"),
+    (OSError(errno.EROFS, "Read-only file system"), "read-only"),
+    (PermissionError(errno.EACCES, "Permission denied"), "denied"),
+    (OSError(errno.EPERM, "Operation not permitted"), "denied"),
+    (RuntimeError("nbgrader generate_assignment 01_self_attention failed:\n... [Errno 28] No space left on device"),
+     "full"),
+    (sqlite3.OperationalError("database or disk is full"), "full"),
+    (sqlite3.OperationalError("attempt to write a readonly database"), "read-only"),
+    (OSError(errno.ENOENT, "No such file or directory"), None),
+    (RuntimeError("a grader bug"), None),
+])
+def test_faults_are_told_from_grader_bugs(error, kind):
+    wrapped = RuntimeError("while saving")  # as a library wraps it
+    wrapped.__cause__ = error
+    assert getattr(fault_of(wrapped), "kind", None) == kind
+    if isinstance(error, RuntimeError):  # a worker's message may quote a student's notebook
+        assert fault_of(error, strict=True) is None
+
+
+def test_permission_denied_on_out_says_so(small_class, tmp_path, monkeypatch, capsys):
+    def denied(out):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(out))
+
+    monkeypatch.setattr(batch, "check_writable", denied)
+    out = tmp_path / "out"
+    assert cli.main(_grade(small_class, out, "--workers", "1")) == 1
+    line = _one_line(capsys.readouterr().err, "error:")
+    assert line == (f"transformer-course grade: error: permission denied (writing {out}): nothing was graded; make "
+                    f"{out} writable for you (or give another folder), then run the same command again"), line
