@@ -37,6 +37,9 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+_AS_COMMAND = False  # run(): this process ends after the command
+
+
 def _traceback(args: argparse.Namespace) -> None:
     """With --debug: the traceback of the exception being handled, before the command's one line.
     Else the process ends quietly after that line: no library's exit-time traceback or log (Dask's
@@ -45,6 +48,8 @@ def _traceback(args: argparse.Namespace) -> None:
         import traceback
 
         traceback.print_exc()
+        return
+    if not _AS_COMMAND:  # main() called in a process that goes on (a test): leave its hooks alone
         return
     import logging
     import threading
@@ -324,6 +329,8 @@ def run() -> None:
     """The ``transformer-course`` command: :func:`main`; after ``check``, the process then ends
     without the interpreter's teardown of torch and nbgrader (0.45 s, an eighth of a check), once
     the exit handlers have run and the output is flushed."""
+    global _AS_COMMAND
+    _AS_COMMAND = True
     code = main()
     if sys.argv[1:2] == ["check"]:
         atexit._run_exitfuncs()
