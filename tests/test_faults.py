@@ -239,3 +239,21 @@ def test_permission_denied_on_out_says_so(small_class, tmp_path, monkeypatch, ca
     line = _one_line(capsys.readouterr().err, "error:")
     assert line == (f"transformer-course grade: error: permission denied (writing {out}): nothing was graded; make "
                     f"{out} writable for you (or give another folder), then run the same command again"), line
+
+
+def test_a_really_full_disk_says_so(small_class, tmp_path, capsys):
+    """A real ENOSPC on a small tmpfs (through nbgrader and SQLite as they meet it): one line."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)], check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here (not root, or in a container without CAP_SYS_ADMIN): {exc}")
+    try:
+        assert cli.main(_grade(small_class, folder / "out", "--workers", "1")) == 1
+        line = _one_line(capsys.readouterr().err, "error:")
+        assert line.startswith("transformer-course grade: error: the disk is full") and line.endswith(
+            "free some space, then run the same command again"), line
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
