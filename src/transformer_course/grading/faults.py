@@ -92,8 +92,12 @@ def kept_line(progress: object, out: str) -> str:
     failed = getattr(progress, "failed", "")
     if not pairs:
         line = "nothing was graded"
+    elif not kept:
+        line = f"none of the {pairs} notebooks is graded yet"
     else:
-        line = f"{kept} of {pairs} notebooks are graded and kept in {out}/results/ ({graded} graded by this run)"
+        line = f"{kept} of {pairs} notebooks are graded and kept in {out}/results/"
+        if graded != kept:
+            line += f" ({graded or 'none'} of them by this run)"
     if failed:
         line += f"; {failed} could not be written and is graded again by the next run"
     return line
