@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_course"
-TOP = {"transformer_course", "transformer_course.cli", "transformer_course.layout"}
+TOP = {"transformer_course", "transformer_course.cli", "transformer_course.layout", "transformer_course.words"}
 ROLES = {"course", "grading", "instructors", "quality"}
 
 
