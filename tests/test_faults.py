@@ -4,6 +4,7 @@ through Dask). The line says what happened, what was kept and how to go on; no t
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -12,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -115,23 +117,30 @@ def test_ctrl_c_in_process_says_what_was_kept(small_class, tmp_path, monkeypatch
     assert "Traceback" in capsys.readouterr().err, "--debug shows it"
 
 
-@pytest.fixture
-def read_only(tmp_path) -> Path:
-    """A folder on a file system mounted read-only (root ignores a folder's mode bits)."""
-    folder = tmp_path / "ro"
+@contextlib.contextmanager
+def _tmpfs(folder: Path, size: str) -> Iterator[Path]:
+    """``folder`` with a tmpfs of ``size`` mounted on it for the block (the test skips where mounting is not
+    allowed)."""
     folder.mkdir()
     try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], check=True,
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], check=True,
                        capture_output=True)
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"cannot mount a tmpfs here (not root, or in a container without CAP_SYS_ADMIN): {exc}")
     try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+
+
+@pytest.fixture
+def read_only(tmp_path) -> Iterator[Path]:
+    """A folder on a file system mounted read-only (root ignores a folder's mode bits)."""
+    with _tmpfs(tmp_path / "ro", "1m") as folder:
         (folder / "out").mkdir()
         (folder / "out" / "results.json").write_text("[]")
         subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True, capture_output=True)
         yield folder / "out"
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
 
 
 def test_read_only_out_fails_fast_with_one_line(small_class, read_only, capsys):
@@ -246,17 +255,8 @@ def test_permission_denied_on_out_says_so(small_class, tmp_path, monkeypatch, ca
 
 def test_a_really_full_disk_says_so(small_class, tmp_path, capsys):
     """A real ENOSPC on a small tmpfs (through nbgrader and SQLite as they meet it): one line."""
-    folder = tmp_path / "small"
-    folder.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(folder)], check=True,
-                       capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"cannot mount a tmpfs here (not root, or in a container without CAP_SYS_ADMIN): {exc}")
-    try:
+    with _tmpfs(tmp_path / "small", "300k") as folder:
         assert cli.main(_grade(small_class, folder / "out", "--workers", "1")) == 1
         line = _one_line(capsys.readouterr().err, "error:")
         assert line.startswith("transformer-course grade: error: the disk is full") and line.endswith(
             "free some space, then run the same command again"), line
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
