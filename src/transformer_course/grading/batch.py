@@ -178,16 +178,23 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
         return
     from distributed import Client, LocalCluster, as_completed
 
-    from transformer_course.grading.daskquiet import NoCtrlC
+    from transformer_course.grading.daskquiet import (
+        NoCtrlC,
+        children,
+        ctrl_c_ignored,
+        end_workers,
+        no_thread_tracebacks,
+        quiet,
+    )
 
-    before = _children()
+    before = children()
     cluster = client = None
     try:
         if scheduler is None:
             # CRITICAL: a task's failure comes back through its future; what workers would log
             # besides is shutdown noise (heartbeats to a scheduler that has just closed). The dashboard on
             # a free port (":0"): 8787 may be another cluster's, and Dask would warn about it.
-            with _ctrl_c_ignored():
+            with ctrl_c_ignored():
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                        dashboard_address=":0", silence_logs=logging.CRITICAL, plugins=(NoCtrlC(),))
         client = Client(scheduler or cluster)
@@ -202,7 +209,7 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
     finally:
         # Closing after Ctrl-C (or a full disk): Dask's threads may log, or print the tracebacks of
         # connections that just closed; the command's own last line says what happened.
-        with _quiet("distributed"), _quiet("tornado"), _quiet("asyncio"), _no_thread_tracebacks():
+        with quiet("distributed"), quiet("tornado"), quiet("asyncio"), no_thread_tracebacks():
             with contextlib.suppress(Exception):
                 if client is not None:
                     client.close()
@@ -210,76 +217,7 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
                 if cluster is not None:
                     cluster.close()
             if scheduler is None:
-                _end_workers(before)
-
-
-@contextlib.contextmanager
-def _ctrl_c_ignored() -> Iterator[None]:
-    """Ctrl-C ignored while the cluster starts: its worker processes inherit that (a Ctrl-C amid
-    their imports would print a traceback each, and one half-started cluster another at exit), until
-    :class:`~.daskquiet.NoCtrlC` gives them a handler of their own (their kernels get the default
-    again). A Ctrl-C in these seconds is lost: the next one stops the run."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
-
-
-def _children() -> set[int]:
-    """This process's child processes now (the cluster's worker processes start after)."""
-    import psutil
-
-    return {p.pid for p in psutil.Process().children()}
-
-
-def _end_workers(before: set[int]) -> None:
-    """End the worker processes the cluster started that outlived its closing (a Ctrl-C during its
-    start or close): no grading process is left behind."""
-    import psutil
-
-    left = []
-    for p in psutil.Process().children():
-        with contextlib.suppress(psutil.Error):
-            if p.pid not in before and "spawn_main" in " ".join(p.cmdline()):
-                p.terminate()
-                left.append(p)
-    _, alive = psutil.wait_procs(left, timeout=5)
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(alive, timeout=5)
-
-
-@contextlib.contextmanager
-def _no_thread_tracebacks() -> Iterator[None]:
-    """No traceback from a thread that fails in the block (Dask's, while it closes)."""
-    import threading
-
-    hook = threading.excepthook
-    threading.excepthook = lambda args: None
-    try:
-        yield
-    finally:
-        threading.excepthook = hook
-
-
-@contextlib.contextmanager
-def _quiet(logger: str) -> Iterator[None]:
-    """Silence a library's logger in this process for the block (Dask's shutdown chatter)."""
-    log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        log.setLevel(level)
+                end_workers(before)
 
 
 def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: int = 30, progress: bool = True,
