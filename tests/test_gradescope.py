@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from transformer_course.cli import main
+from transformer_course.grading.handin import STUB_LINES
 
 A01 = "01_self_attention"
 
@@ -38,6 +39,7 @@ def _run(bundle, tmp_path, files: dict[str, bytes]) -> dict:
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")  # mode too, as Gradescope does
     (root / "submission").mkdir(exist_ok=True)
     for name, data in files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
         (root / "submission" / name).write_bytes(data)
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
     env.pop("TRANSFORMER_COURSE_ROOT", None)
@@ -58,11 +60,20 @@ def test_bundle_has_gradescope_layout_and_only_this_assignment(repo, bundle):
         others = [f"course/{top}/{a.name}/" for a in repo.assignments() if a.name != A01
                   for top in ("autograder/source", "course")]
         assert not any(n.startswith(tuple(others)) for n in names)  # only this assignment's notebook files
+        # every notebook's released cells, to name another assignment's notebook, and no line of an answer
+        releases = json.loads(z.read("course/releases.json"))
+        assert set(releases["marks"]) == {a.name for a in repo.assignments()}
+        for a in repo.assignments():  # each line is one the students' release of that notebook shows
+            released = json.loads((repo.course / a.name / f"{a.notebook}.ipynb").read_text())
+            shown = {" ".join(line.split()) for c in released["cells"] for line in "".join(c["source"]).splitlines()}
+            assert set(releases["released"][a.name]) - shown <= set(STUB_LINES), a.name
 
 
 def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):
     maxima = {e: repo.assignment(A01).max_score(e) for e in repo.assignment(A01).exercises}
-    correct = _run(bundle, tmp_path / "correct", {f"{A01}.ipynb": (repo.solutions / f"{A01}.ipynb").read_bytes()})
+    # uploaded from a repository (GitHub): the notebook where the course keeps it, beside another notebook
+    correct = _run(bundle, tmp_path / "correct", {f"course/{A01}/{A01}.ipynb": (repo.solutions / f"{A01}.ipynb")
+                                                  .read_bytes(), "README.md": b"my repository"})
     assert correct["score"] == sum(maxima.values())
     assert {t["name"]: (t["score"], t["max_score"]) for t in correct["tests"]} == {e: (m, m) for e, m in maxima.items()}
     assert all(t["visibility"] == "after_published" for t in correct["tests"])
@@ -74,19 +85,24 @@ def test_correct_wrong_broken_and_missing_submissions(repo, bundle, tmp_path):
                                              (repo.sample_class / "dev" / A01 / f"{A01}.ipynb").read_bytes()})
     softmax = next(t for t in wrong["tests"] if t["name"] == "softmax")
     assert softmax["score"] < softmax["max_score"] and "overflows" in softmax["output"]
-    assert "expected the name" in wrong["output"]
+    assert f"graded my upload.ipynb (expected {A01}.ipynb)" in wrong["output"]
+
+    # another assignment's notebook is named as such, not graded as this one
+    other = _run(bundle, tmp_path / "other", {f"{A01}.ipynb": (repo.solutions / "02_scaled_dot_product.ipynb")
+                                              .read_bytes()})
+    assert other["score"] == 0 and "wrong notebook: this is 02_scaled_dot_product's" in other["output"], other
 
     broken = _run(bundle, tmp_path / "broken", {f"{A01}.ipynb": b'{"cells": [ {"cell_type": "co'})
     assert broken["score"] == 0 and len(broken["tests"]) == len(maxima)
     assert "not valid" in broken["output"].lower() or "invalid" in broken["output"].lower()
 
     none = _run(bundle, tmp_path / "none", {})
-    assert none["score"] == 0 and "No notebook" in none["output"]
+    assert none["score"] == 0 and f"{A01}.ipynb was not handed in" in none["output"], none["output"]
     # Each results.json is in Gradescope's documented format, and its score is the sum of its tests'.
     import jsonschema
 
     schema = json.loads((Path(__file__).parent / "gradescope_results.schema.json").read_text())
-    for results in (correct, wrong, broken, none):
+    for results in (correct, wrong, other, broken, none):
         jsonschema.validate(results, schema)
         assert results["score"] == sum(t["score"] for t in results["tests"])
         assert all(t["score"] <= t["max_score"] for t in results["tests"])

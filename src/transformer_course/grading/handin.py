@@ -47,7 +47,7 @@ NOT_GRADED = ("missing", "refused", "wrong-notebook", "not-a-notebook")
 MATCH = 0.3
 IGNORED_FILES = ("timestamp.txt",)  # nbgrader collect's
 # What nbgrader's release puts in an answer cell: not a student's work.
-_STUB_LINES = ("# YOUR CODE HERE", f"raise NotImplementedError({STUB_MESSAGE!r})", "raise NotImplementedError()",
+STUB_LINES = ("# YOUR CODE HERE", f"raise NotImplementedError({STUB_MESSAGE!r})", "raise NotImplementedError()",
                "YOUR ANSWER HERE", HIDDEN_PLACEHOLDER)
 
 
@@ -111,18 +111,39 @@ class Releases:
         own: dict[str, set[str]] = {}
         self.released: dict[str, set[str]] = {}
         for a in assignments:
-            marks, lines = set(), set(_STUB_LINES)
+            marks, lines = set(), set(STUB_LINES)
             for cell in jupytext.read(a.source_file).cells:
                 meta = cell.metadata.get("nbgrader", {})
                 released = _released_lines(cell.source, bool(meta.get("solution")))
                 lines |= released
-                marks |= {f"line:{n}" for n in released if n not in _STUB_LINES}
+                marks |= {f"line:{n}" for n in released if n not in STUB_LINES}
                 if meta.get("grade_id"):
                     marks.add(f"id:{meta['grade_id']}")
             own[a.name], self.released[a.name] = marks, lines
         # A mark two assignments share (an import, a shared instruction) tells neither apart.
         self.marks = {name: {m for m in marks if not any(m in o for n, o in own.items() if n != name)}
                       for name, marks in own.items()}
+
+    def to_json(self) -> str:
+        """The marks and released lines, as JSON: what a grader that holds one assignment's source alone
+        (the Gradescope autograder) needs to recognise the others. Released text only, no answer."""
+        return json.dumps({"marks": {n: sorted(m) for n, m in self.marks.items()},
+                           "released": {n: sorted(r) for n, r in self.released.items()}}, indent=0)
+
+    @classmethod
+    def from_json(cls, text: str) -> Releases:
+        """The releases :meth:`to_json` wrote.
+
+        Raises:
+            ValueError: ``text`` is not what :meth:`to_json` writes.
+        """
+        data = json.loads(text)
+        if not isinstance(data, dict) or set(data) != {"marks", "released"}:
+            raise ValueError("not the course's releases (expected the keys marks and released)")
+        releases = cls([])
+        releases.marks = {n: set(m) for n, m in data["marks"].items()}
+        releases.released = {n: set(r) for n, r in data["released"].items()}
+        return releases
 
     def recognise(self, nb: dict, expected: str | None = None) -> Recognised:
         """The assignment whose release ``nb`` (a parsed notebook's JSON) is a copy of, by its cells.

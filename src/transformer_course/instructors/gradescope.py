@@ -22,8 +22,10 @@ from pathlib import Path
 
 from transformer_course.grading import forkserver, intake
 from transformer_course.grading.grade import Grader, SubmissionResult, grader_failure, zero_scores
-from transformer_course.layout import Repo
+from transformer_course.grading.handin import Releases, find_submission
+from transformer_course.layout import Assignment, Repo
 
+RELEASES = "releases.json"  # in the bundle's repository root: see _releases
 VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -81,20 +83,25 @@ def build_bundle(assignment: str, out: Path, repo: Repo | None = None, timeout: 
             bundle.writestr(info, text)
         for path in _bundled(repo, assignment):
             bundle.write(repo.root / path, f"course/{path.as_posix()}")
+        # every assignment's released cells (no answer): another assignment's notebook is named as such
+        bundle.writestr(f"course/{RELEASES}", Releases(repo.assignments()).to_json())
     return out
 
 
-def _notebook(submission: Path, expected: str) -> tuple[Path | None, str]:
-    """The submitted notebook (the one named ``expected``, else the only one) and a note."""
-    found = sorted(p for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    named = [p for p in found if p.name == expected]
-    if named:
-        return named[0], ""
-    if len(found) == 1:
-        return found[0], f"graded {found[0].name} (expected the name {expected}). "
-    if not found:
-        return None, f"No notebook in the submission: upload {expected}."
-    return None, f"{len(found)} notebooks and none named {expected}: upload only {expected}."
+def _releases(repo: Repo) -> Releases:
+    """The course's releases: those the bundle carries, else (a repository) read from the sources."""
+    path = repo.root / RELEASES
+    return Releases.from_json(path.read_text()) if path.is_file() else Releases(repo.assignments())
+
+
+def _folder(submission: Path, assignment: Assignment) -> Path:
+    """The folder of the upload that holds its notebooks: the upload itself, or, for an upload from a
+    repository, the folder where it keeps them (``course/NN_name/``)."""
+    places = sorted({p.parent for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts})
+    if not places or submission in places:
+        return submission
+    named = [p for p in places if p.name == assignment.name]
+    return named[0] if named else places[0] if len(places) == 1 else submission
 
 
 def results_json(result: SubmissionResult, note: str, visibility: str, written: float = 0.0) -> dict:
@@ -116,17 +123,14 @@ def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "
     anything the submission holds (a grader failure is reported in the file, at 0 points)."""
     repo = Repo()
     assignment = repo.assignment(assignment_name)
-    path, note = _notebook(root / "submission", f"{assignment.notebook}.ipynb")
-    data, refused = None, ""
-    if path is not None:  # read as the class grader reads: no link followed, no special file, the size capped
-        try:
-            data = intake.read(root / "submission", path.relative_to(root / "submission"),
-                               int(intake.DEFAULT_MAX_MB * 2**20))
-        except (intake.Refused, FileNotFoundError) as exc:
-            refused = f"refused: {exc}"
+    # found and read as the class grader does: recognised by its cells, no link followed, the size capped
+    handed = find_submission(_folder(root / "submission", assignment), assignment, intake.DEFAULT_MAX_MB,
+                             _releases(repo))
+    path, data, note = handed.path, handed.data, handed.note
     if path is None or data is None:
-        result = SubmissionResult("student", assignment.name, "refused" if refused else "missing", refused,
-                                  zero_scores(assignment, refused or "not handed in"))
+        result = SubmissionResult("student", assignment.name, handed.status or "missing", note,
+                                  zero_scores(assignment, note or "not handed in"))
+        note = ""  # said once, as the reason
     else:
         with tempfile.TemporaryDirectory(prefix="tc-gradescope-") as tmp:
             copy = Path(tmp) / "in" / path.name
