@@ -84,6 +84,7 @@ def test_other_files_alone_are_not_a_notebook_naming_them(graded):
     assert r.status == "not-a-notebook" and r.score == 0, (r.status, r.reason)
     assert r.reason.startswith("not a notebook: found answers.py, hw.zip"), r.reason
     assert "timestamp.txt" not in r.reason
+    assert "hw.zip: an archive is never unpacked by grading (`transformer-course collect`" in r.reason, r.reason
 
 
 def test_an_empty_folder_is_missing(graded):

@@ -46,6 +46,7 @@ NOT_GRADED = ("missing", "refused", "wrong-notebook", "not-a-notebook")
 # from scratch has next to none.
 MATCH = 0.3
 IGNORED_FILES = ("timestamp.txt",)  # nbgrader collect's
+ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".7z", ".rar")
 # What nbgrader's release puts in an answer cell: not a student's work.
 STUB_LINES = ("# YOUR CODE HERE", f"raise NotImplementedError({STUB_MESSAGE!r})", "raise NotImplementedError()",
                "YOUR ANSWER HERE", HIDDEN_PLACEHOLDER)
@@ -234,7 +235,10 @@ def find_submission(folder: Path, assignment: Assignment, max_mb: float | None =
     if not candidates:
         others = [n + ("/" if k == "a folder" else "") for n, k in visible]
         if others:
-            return Handed(None, None, f"not a notebook: found {', '.join(others)} (no .ipynb notebook)",
+            archives = [n for n in others if n.lower().endswith(ARCHIVES)]
+            hint = (f"; {', '.join(archives)}: an archive is never unpacked by grading (`transformer-course "
+                    "collect` unpacks an LMS's download)") if archives else ""
+            return Handed(None, None, f"not a notebook: found {', '.join(others)} (no .ipynb notebook{hint})",
                           "not-a-notebook", unusual=True)
         return _missing(expected)
     known = known or Releases([assignment])
