@@ -88,8 +88,8 @@ def test_full_disk_keeps_what_was_graded_and_the_next_run_grades_the_rest(small_
     monkeypatch.setattr(batch, "atomic_write", write)
     assert cli.main(_grade(small_class, out, "--workers", "1")) == 1
     line = _one_line(capsys.readouterr().err, "error:")
-    assert "the disk is full" in line and f"2 of 3 notebooks are graded and kept in {out}/results/ (1 of them by " \
-        "this run); " in line, line
+    # bob's record (nothing handed in) and ada's, both written by this run
+    assert "the disk is full" in line and f"2 of 3 notebooks are graded and kept in {out}/results/; " in line, line
     assert "cho/01_self_attention could not be written and is graded again by the next run" in line, line
     assert line.endswith("free some space, then run the same command again"), line
     assert sorted(p.parent.name for p in out.glob(f"results/*/{ASSIGNMENT}.json")) == ["ada", "bob"]
@@ -111,10 +111,12 @@ def test_ctrl_c_in_process_says_what_was_kept(small_class, tmp_path, monkeypatch
     out = tmp_path / "out"
     assert cli.main(_grade(small_class, out, "--workers", "1")) == 130
     line = _one_line(capsys.readouterr().err, "interrupted")
-    assert line == (f"interrupted: 1 of 3 notebooks are graded and kept in {out}/results/ (none of them by this run); "
+    assert line == (f"interrupted: 1 of 3 notebooks are graded and kept in {out}/results/; "  # bob's, by this run
                     "run the same command again to grade the rest"), line
     assert cli.main(_grade(small_class, out, "--workers", "1", "--debug")) == 130
-    assert "Traceback" in capsys.readouterr().err, "--debug shows it"
+    err = capsys.readouterr().err
+    assert "Traceback" in err, "--debug shows it"
+    assert f"interrupted: 1 of 3 notebooks are graded and kept in {out}/results/ (none of them by this run); " in err
 
 
 @contextlib.contextmanager
@@ -260,3 +262,32 @@ def test_a_really_full_disk_says_so(small_class, tmp_path, capsys):
         line = _one_line(capsys.readouterr().err, "error:")
         assert line.startswith("transformer-course grade: error: the disk is full") and line.endswith(
             "free some space, then run the same command again"), line
+
+
+def test_written_files_are_readable_as_a_new_file_would_be(tmp_path):
+    """A feedback page or a CSV is as readable as ``open`` would make it under the user's umask (a TA, a web
+    server), not the temporary file's owner-only 0600."""
+    old = os.umask(0o022)
+    try:
+        atomic.atomic_write(tmp_path / "page.html", "<p>hi</p>")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o644
+
+
+def test_ctrl_c_inside_nbgraders_release_step_stays_a_ctrl_c(tmp_path, monkeypatch, repo):
+    """nbgrader's capture_log catches every exception, Ctrl-C included, and reports a failure: the course
+    root's set-up turns that back into a Ctrl-C (the run's "interrupted" line, not an error)."""
+    from nbgrader.apps import NbGraderAPI
+
+    from transformer_course.grading import nbgrader_setup
+
+    trace = "Traceback (most recent call last):\n  File \"x\", line 1, in start\nKeyboardInterrupt\n"
+    monkeypatch.setattr(NbGraderAPI, "generate_assignment",
+                        lambda self, *a, **k: {"success": False, "log": "", "error": trace})
+    with pytest.raises(KeyboardInterrupt):
+        nbgrader_setup.generated_course(tmp_path / "course", repo, repo.assignments()[:1])
+    monkeypatch.setattr(NbGraderAPI, "generate_assignment",
+                        lambda self, *a, **k: {"success": False, "log": "bad source", "error": "ValueError\n"})
+    with pytest.raises(RuntimeError, match="bad source"):
+        nbgrader_setup.generated_course(tmp_path / "course", repo, repo.assignments()[:1])

@@ -279,7 +279,7 @@ class Progress:
 
     pairs: int = 0  # (student, assignment) pairs of this run; 0: it stopped before it knew them
     kept: int = 0  # pairs whose record is on disk (earlier runs' and this run's)
-    graded: int = 0  # notebooks graded and recorded by this run
+    graded: int = 0  # records written by this run (a notebook graded, or found missing, wrong, not a notebook)
     to_grade: int = 0  # notebooks this run had to grade
     failed: str = ""  # "student/assignment" whose writing failed: no record, so the next run grades it again
 
@@ -433,7 +433,6 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 _log_error(errors_log, task, payload)
             else:
                 _save(out, book, assignments[task.assignment], {**payload, "submitted": task.data}, done)
-                done.graded += 1
             records[(task.student_id, task.assignment)] = payload
             bar.update()
     finally:
@@ -489,5 +488,6 @@ def _save(out: Path, book: ClassBook, assignment: Assignment, payload: dict, don
     if done is not None:
         done.failed = ""
         done.kept += 1
+        done.graded += 1  # a record this run wrote (a notebook graded, or one found missing or not a notebook)
 
 

@@ -339,6 +339,6 @@ def summary(notices: list[str]) -> str:
     """The run's block of hand-ins that were not the expected notebook alone ('' when there are none)."""
     if not notices:
         return ""
-    return (f"hand-ins not as expected ({len(notices)}; see each one's reason in grades.csv):\n"
+    return (f"hand-ins not as expected ({len(notices)}; each one's reason is in grades.csv's reason column):\n"
             + "\n".join(f"  {n}" for n in notices))
 

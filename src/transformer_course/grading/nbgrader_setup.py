@@ -652,6 +652,9 @@ def generated_course(course_root: Path, repo: Repo, assignments: list, error: ty
     for assignment in assignments:
         result = api.generate_assignment(assignment.name, force=True, create=True)
         if not result["success"]:
+            # nbgrader's capture_log catches everything, Ctrl-C included: a Ctrl-C stays one
+            if (result.get("error") or "").rstrip().endswith("KeyboardInterrupt"):
+                raise KeyboardInterrupt
             log = result.get("log") or result.get("error")
             raise error(f"nbgrader generate_assignment {assignment.name} failed:\n{log}")
     return api

@@ -133,9 +133,10 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
 
     atomic_write(out / "grades.csv", _csv(
         [["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by", "late_penalty",
-          "final_score", "manual_score", "manual_max_score", "manual_status"]]
+          "final_score", "manual_score", "manual_max_score", "manual_status", "reason"]]
         + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status, r.submitted_at,
-            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}", *manual(r)]
+            f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}", *manual(r),
+            r.reason.strip()]
            for r in results]))
     atomic_write(out / "exercises.csv", _csv(
         [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
