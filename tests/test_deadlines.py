@@ -149,3 +149,66 @@ def test_a_malformed_due_date_is_refused_before_any_grading(tmp_path, capsys):
     assert main(["grade", str(tmp_path), "--out", str(out), "--due", "2026-12-01 23:59"]) == 2
     assert "--due: '2026-12-01 23:59' has no time zone" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_every_date_is_given_and_kept_in_the_due_dates_time_zone(tmp_path):
+    """A due date written in +01:00: the run's Late lines, grades.csv, results.json and the class report
+    (which reads results.json alone) give every date in +01:00, the feedback page's format; lateness is
+    worked out on instants, as before. An assignment without a due date keeps no time, as before."""
+    import csv
+    import json
+
+    from transformer_course.grading.grade import score_table
+    from transformer_course.grading.publish import write_csvs
+    from transformer_course.instructors.deadlines import instant, show
+    from transformer_course.instructors.report import build_report
+
+    path = tmp_path / "deadlines.toml"
+    path.write_text('[assignments]\n"01_self_attention" = "2026-11-27T12:00:00+01:00"\n'
+                    '[late]\npolicy = "fixed"\npoints = 1\n')
+    deadlines = load(path)
+    folders = {}
+    for student, assignment, stamp in (("late", "01_self_attention", "2026-11-28 09:00:00.000000 UTC"),
+                                       ("early", "01_self_attention", "2026-11-27T10:00:00+00:00"),
+                                       ("late", "02_scaled_dot_product", "2026-11-28 09:00:00.000000 UTC"),
+                                       ("early", "02_scaled_dot_product", "2026-11-28 09:00:00.000000 UTC")):
+        folder = tmp_path / "submitted" / student / assignment
+        folder.mkdir(parents=True)
+        (folder / "timestamp.txt").write_text(stamp)
+        folders[(student, assignment)] = (folder, None)
+    results = [SubmissionResult(s, a, "graded", exercises=[ExerciseResult("softmax", 9.0, 10.0)])
+               for s, a in folders]
+    apply(results, folders, deadlines)
+    late, early, undated, _ = results
+    # stored: the same instants, in the due date's offset
+    assert (late.due, late.submitted_at, early.submitted_at) == (
+        "2026-11-27T12:00+01:00", "2026-11-28T10:00:00+01:00", "2026-11-27T11:00:00+01:00")
+    assert instant(late.submitted_at) == dt.datetime(2026, 11, 28, 9, tzinfo=UTC)
+    assert instant(late.due) == dt.datetime(2026, 11, 27, 11, tzinfo=UTC)
+    assert (late.late_by, late.late_penalty, early.late_by, early.late_penalty) == (22.0, 1.0, 0.0, 0.0)
+    assert (undated.due, undated.submitted_at, undated.late_by) == ("", "", 0.0)  # no due date: as before
+    assert show("2026-11-27T11:00+00:00") == "2026-11-27 11:00 +00:00"  # a UTC record stays UTC
+
+    # the `grade` run's Late lines: both dates, as the feedback page gives them
+    table = score_table(results)
+    assert ("  late 01_self_attention: handed in 2026-11-28 10:00 +01:00, due 2026-11-27 12:00 +01:00: "
+            "22 h late; 1 point off") in table.splitlines(), table
+    assert "+00:00" not in table
+
+    out = tmp_path / "out"
+    out.mkdir()
+    write_csvs(results, out)
+    with open(out / "grades.csv") as f:
+        rows = {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+    assert rows[("late", "01_self_attention")]["submitted_at"] == "2026-11-28T10:00:00+01:00"
+    assert rows[("early", "01_self_attention")]["submitted_at"] == "2026-11-27T11:00:00+01:00"
+    assert rows[("late", "02_scaled_dot_product")]["submitted_at"] == ""
+    records = {(r["student_id"], r["assignment"]): r for r in json.loads((out / "results.json").read_text())}
+    assert records[("late", "01_self_attention")]["due"] == "2026-11-27T12:00+01:00"
+    assert records[("late", "01_self_attention")]["submitted_at"] == "2026-11-28T10:00:00+01:00"
+
+    # the class report, from results.json alone (no deadlines file): its late table in +01:00
+    page = build_report(out).read_text()
+    assert ("<td>late</td><td>01_self_attention</td><td>2026-11-27 12:00 +01:00</td>"
+            "<td>2026-11-28 10:00 +01:00</td><td>22</td><td>1</td>") in page, page
+    assert "+00:00" not in page

@@ -204,14 +204,18 @@ def _similarity(args: argparse.Namespace) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     from transformer_course.instructors.deadlines import load as load_deadlines
-    from transformer_course.instructors.release import course_notebooks, release
+    from transformer_course.instructors.release import EarlyAnswersError, course_notebooks, release
 
     repo = Repo()
     # The sample deadlines file by default: where it is absent, no due date holds a notebook back.
     path = _user_path(args.deadlines) if args.deadlines else repo.autograder / "deadlines.toml"
     deadlines = load_deadlines(path if args.deadlines or path.is_file() else None, known=course_notebooks(repo))
-    files = release(repo, args.repository, Path(args.out), assignments=args.assignment, deadlines=deadlines,
-                    allow_early_answers=args.allow_early_answers)
+    try:
+        files = release(repo, args.repository, Path(args.out), assignments=args.assignment, deadlines=deadlines,
+                        allow_early_answers=args.allow_early_answers)
+    except EarlyAnswersError as exc:  # refused for the deadlines, not a mistake in the command (that is 2)
+        print(f"transformer-course release: error: {exc}", file=sys.stderr)
+        return 1
     print(f"wrote {len(files)} files to {args.out}: the students' repository (no solutions, hidden tests or grader)")
     return 0
 

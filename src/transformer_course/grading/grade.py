@@ -75,11 +75,11 @@ class SubmissionResult:
     manual_max_score: float = 0.0
     manual_status: str = ""  # "" (no questions, or nothing handed in) | awaiting | graded
     # Set where the run has a deadline for the assignment (see deadlines.py):
-    submitted_at: str = ""  # ISO 8601, UTC
+    submitted_at: str = ""  # ISO 8601, in the due date's own time zone (its offset)
     late_by: float = 0.0  # hours after the due date; 0 on time
     late_penalty: float = 0.0  # points off for lateness (the late policy's)
     late_note: str = ""  # how the time was found, where not from nbgrader's timestamp.txt
-    due: str = ""  # the assignment's due date, ISO 8601, UTC
+    due: str = ""  # the assignment's due date, ISO 8601, in the offset it was given in
 
     @property
     def score(self) -> float:
@@ -430,8 +430,10 @@ def score_table(results: list[SubmissionResult]) -> str:
     from transformer_course.instructors.deadlines import show
     from transformer_course.words import count
 
-    late = [f"  {r.student_id} {r.assignment}: handed in {show(r.submitted_at)}, {r.late_by:g} h after the due date; "
-            f"{count(r.late_penalty, 'point')} off" for r in results if r.late_by]
+    # as the feedback page says it: both dates in the due date's own time zone (the offset they are kept in)
+    late = [f"  {r.student_id} {r.assignment}: handed in {show(r.submitted_at)}, due "
+            f"{show(r.due) if r.due else 'never'}: {r.late_by:g} h late; {count(r.late_penalty, 'point')} off"
+            for r in results if r.late_by]
     notes = [f"  {r.student_id} {r.assignment}: {r.late_note}" for r in results if r.late_note]
     if late:
         lines += ["", "Late:"] + late

@@ -140,16 +140,27 @@ class Deadlines:
         """``when`` as people read it, in the time zone of ``assignment``'s due date: ``2026-12-01 23:59 +01:00``."""
         return show(when, self.zone(assignment))
 
+    def local(self, assignment: str, when: dt.datetime) -> dt.datetime:
+        """The same instant as ``when``, in the time zone of ``assignment``'s due date (what is stored:
+        results.json's and grades.csv's ISO strings keep that offset, so every reader shows it)."""
+        return when.astimezone(self.zone(assignment))
 
-def show(when: dt.datetime | str, zone: dt.tzinfo = dt.UTC) -> str:
-    """One format for every date people read: ``2026-12-01 23:59 +01:00`` (in ``zone``; an ISO 8601 string
-    or an aware date and time; a time without a zone is UTC)."""
+
+def show(when: dt.datetime | str, zone: dt.tzinfo | None = None) -> str:
+    """One format for every date people read: ``2026-12-01 23:59 +01:00`` (in ``zone``; None: in the
+    offset ``when`` carries, as results.json keeps it: the due date's own; an ISO 8601 string or an aware
+    date and time; a time without a zone is UTC)."""
+    when = instant(when)
+    text = (when.astimezone(zone) if zone is not None else when).strftime("%Y-%m-%d %H:%M %z")
+    return f"{text[:-2]}:{text[-2:]}"  # +0100 -> +01:00
+
+
+def instant(when: dt.datetime | str) -> dt.datetime:
+    """An aware date and time from an ISO 8601 string (results.json's) or a date and time; a time
+    without a zone is UTC. Its offset is kept: compare instants, never the strings."""
     if isinstance(when, str):
         when = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    text = when.astimezone(zone).strftime("%Y-%m-%d %H:%M %z")
-    return f"{text[:-2]}:{text[-2:]}"  # +0100 -> +01:00
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
 
 
 def given_zone(text: Any) -> dt.tzinfo:
@@ -274,8 +285,9 @@ def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | No
         when, result.late_note = submitted_at(folder, notebook)
         if when is None:
             continue
-        result.submitted_at = when.isoformat(timespec="seconds")
-        result.due = due.isoformat(timespec="minutes")
+        # stored in the due date's own time zone (the same instants): every screen shows that zone
+        result.submitted_at = deadlines.local(result.assignment, when).isoformat(timespec="seconds")
+        result.due = deadlines.local(result.assignment, due).isoformat(timespec="minutes")
         late_by = max(when - due, dt.timedelta(0))
         result.late_by = round(late_by / dt.timedelta(hours=1), 2)
         result.late_penalty = deadlines.policy.penalty(result.score, result.max_score, late_by)

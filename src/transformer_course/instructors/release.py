@@ -92,7 +92,7 @@ def early_answers(repo: Repo, names: list[str], deadlines: Deadlines | None, now
         pending = [(earlier, due) for earlier in carried_answers(repo.course / name)
                    if (due := deadlines.due(earlier)) is not None and now < due]
         if pending:
-            which = ", ".join(f"{earlier} (due {due.isoformat(timespec='minutes')})" for earlier, due in pending)
+            which = ", ".join(f"{earlier} (due {deadlines.shown(earlier, due)})" for earlier, due in pending)
             lines.append(f"{name}: its {BLOCKS_MODULE} holds the answers of {which}, not yet due")
     return lines
 

@@ -45,6 +45,7 @@ import nbformat
 import numpy as np
 
 from transformer_course.grading.spreadsheet import write_rows
+from transformer_course.instructors.deadlines import instant, show  # in the due date's zone, as results.json keeps it
 from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
 
 SOLUTION = "published solution"
@@ -121,7 +122,7 @@ class Report:
     min_chars: int
     short: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers below the minimum
     unattempted: dict[str, list[str]] = field(default_factory=dict)  # exercise -> answers left as the stub
-    submitted: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, assignment) -> when (UTC)
+    submitted: dict[tuple[str, str], str] = field(default_factory=dict)  # (student, assignment) -> when (ISO 8601)
     exercises: dict[str, Exercise] = field(default_factory=dict)  # every exercise, short ones included
     student_threshold: float = STUDENT_THRESHOLD
     answers: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)  # exercise -> who -> cell
@@ -427,7 +428,7 @@ def write(report: Report, folder: Path) -> Path:
         for who, code, shown, share in zip((p.a, p.b), p.code, views, p.shares, strict=True):
             when = report.submitted.get((who, p.assignment))
             columns.append(f"<div><h3>{html.escape(who)}: {share:.0%} of it matched</h3>"
-                           + (f"<p>handed in {html.escape(when)}</p>" if when else "")
+                           + (f"<p>handed in {html.escape(show(when))}</p>" if when else "")
                            + f"<pre>{shown}</pre><details><summary>the cell as handed in</summary>"
                            f"<pre>{html.escape(code)}</pre></details></div>")
         (folder / page_name(p)).write_text(PAGE.format(
@@ -538,7 +539,8 @@ def _evidence_page(report: Report, found: Evidence) -> str:
         parts.append(f"<h3>{html.escape(exercise)}: {excess:.0%} of the way from typical to identical</h3><p>typical "
                      "similarity of the class's answers: " + ", ".join(f"{v:.0%} {k}" for k, v in typical.items())
                      + f"</p><div class='cols'>{columns}</div>")
-    when = sorted({report.submitted[k] for k in report.submitted if k[0] in (found.student, found.source)})
+    when = [show(w) for w in sorted({report.submitted[k] for k in report.submitted
+                                      if k[0] in (found.student, found.source)}, key=instant)]
     return PAGE.format(
         title=html.escape(f"{found.student} and {found.source}"),
         body=f"<p><a href='index.html'>All students</a></p><h2>{html.escape(found.student)} and "

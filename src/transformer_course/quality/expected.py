@@ -15,6 +15,7 @@ import tomllib
 from pathlib import Path
 
 from transformer_course.grading.spreadsheet import read_rows
+from transformer_course.instructors.deadlines import show
 from transformer_course.layout import Repo
 
 
@@ -71,8 +72,9 @@ def compare(out: Path, expected: dict, only_expected: bool = True) -> list[str]:
                 problems.append(f"{student} {assignment}: no submission time in grades.csv; expected a late "
                                 f"penalty of {penalty:g} (grade with --deadlines autograder/deadlines.toml)")
             elif got_penalty != penalty:
+                when = show(row["submitted_at"]) if row.get("submitted_at") else "at no known time"
                 problems.append(f"{student} {assignment}: late penalty {got_penalty:g}, expected {penalty:g} "
-                                f"(handed in {row.get('submitted_at')}, {row.get('late_by')} h late)")
+                                f"(handed in {when}, {row.get('late_by')} h late)")
             elif "final_score" in row and abs(float(row["final_score"]) - max(0.0, float(row["score"]) - penalty)) \
                     > 1e-6:
                 problems.append(f"{student} {assignment}: final score {row['final_score']}, expected the score "
