@@ -21,7 +21,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import forkserver, intact, workarea
+from transformer_course.grading import forkserver, intact, intake, workarea
 from transformer_course.grading.judge_box import GRADERS_WORK
 from transformer_course.grading.nbgrader_setup import (
     NOTEBOOK_TIME_LIMIT,
@@ -383,16 +383,8 @@ def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
     Notebooks are UTF-8 JSON; one saved in another encoding (latin-1, Windows-1252) by an
     editor is read all the same, with a note saying so.
     """
-    data = path.read_bytes()
-    note = ""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        note = f"{path.name} is not UTF-8 (read as Windows-1252/latin-1; save notebooks as UTF-8). "
-        try:
-            text = data.decode("cp1252")
-        except UnicodeDecodeError:  # cp1252 leaves five bytes undefined; latin-1 decodes any byte
-            text = data.decode("latin-1")
+    text, encoding = intake.decoded(path.read_bytes())
+    note = f"{path.name} is not UTF-8 (read as Windows-1252/latin-1; save notebooks as UTF-8). " if encoding else ""
     try:
         return nbformat.reads(text, as_version=4), note
     except Exception as exc:  # invalid JSON or not a notebook at all

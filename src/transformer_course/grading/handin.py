@@ -169,11 +169,7 @@ class Releases:
 def _parse(data: bytes) -> dict | None:
     """The notebook's JSON (read as the grader reads it: UTF-8, else Windows-1252/latin-1), or None."""
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")
-    try:
-        nb = json.loads(text)
+        nb = json.loads(intake.decoded(data)[0])
     except ValueError:
         return None
     return nb if isinstance(nb, dict) else None

@@ -131,3 +131,17 @@ def listing(root: Path, relative: Path) -> list[tuple[str, str]]:
             except OSError:  # removed meanwhile
                 continue
         return found
+
+
+def decoded(data: bytes) -> tuple[str, str]:
+    """A notebook's text and the encoding it was read in ("" for UTF-8). Notebooks are UTF-8 JSON; one
+    saved in another encoding by an editor is read all the same, as Windows-1252, else latin-1 (cp1252
+    leaves five bytes undefined; latin-1 decodes any byte)."""
+    try:
+        return data.decode("utf-8-sig"), ""
+    except UnicodeDecodeError:
+        pass
+    try:
+        return data.decode("cp1252"), "Windows-1252"
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"
