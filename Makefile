@@ -54,8 +54,11 @@ compat: install
 # build of torch (the .venv holds the CPU build) with sentencepiece, sacrebleu, matplotlib, seaborn and tqdm.
 GPU_PYTHON ?= python3
 GPU_FLAGS ?=
+GPU_SPEED_FLAGS ?=
+# Then scripts/gpu_speed.py: the training time to validation BLEU 38, tokens/s, TFLOP/s against the card's peak.
 gpu: build
 	MULTI30K_DIR=$${MULTI30K_DIR:-$(CURDIR)/../shared/data/multi30k} $(GPU_PYTHON) scripts/gpu_run.py $(GPU_FLAGS)
+	MULTI30K_DIR=$${MULTI30K_DIR:-$(CURDIR)/../shared/data/multi30k} $(GPU_PYTHON) scripts/gpu_speed.py $(GPU_SPEED_FLAGS)
 
 # A static HTML book of the executed solutions: build/book/_build/html/index.html
 book: install

@@ -34,10 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "course" / "07_training"), str(ROOT / "autograder" / "reference")]
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
 import multi30k  # noqa: E402
+import torch  # noqa: E402
 from course_blocks import Transformer, make_padding_mask, scaled_dot_product_attention, split_heads  # noqa: E402
 from course_reference.nb07_training import (  # noqa: E402
     LabelSmoothingLoss,
@@ -46,6 +44,7 @@ from course_reference.nb07_training import (  # noqa: E402
     make_teacher_forcing_batch,
     noam_lr,
 )
+from torch import nn  # noqa: E402
 
 NOTEBOOK = ROOT / "solutions" / "07_training.ipynb"
 # Dense bf16 tensor-core peaks as sold (TFLOP/s, no sparsity): NVIDIA's data sheets.
