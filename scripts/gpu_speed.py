@@ -12,9 +12,10 @@ the clock paused while it evaluates (as the notebook does):
   sold and as a large matrix product reaches it in this run;
 - peak GPU memory (PyTorch's allocator).
 
-Variants: ``notebook`` (the notebook's loop: bf16 autocast, three host syncs per step), ``compiled``
-(``torch.compile`` of the model, its compile time counted as training time; fused Adam; the loss summed
-on the GPU and read once per evaluation), ``fp16`` (float16 autocast with a gradient scaler: the path of
+Variants: ``notebook`` (the notebook's loop: bf16 autocast, host syncs at each step), ``compiled``
+(``torch.compile(model, dynamic=True)``, its compile time counted as training time; fused Adam; the
+loss summed on the GPU and read once per evaluation), ``compiled_auto`` (the same with the default
+``dynamic=None``), ``fp16`` (float16 autocast with a gradient scaler: the path of
 a GPU without bfloat16, such as Colab's T4). After the first variant the script also times section
 13's decoders (greedy with and without the key/value cache) and beam search against greedy. A row
 goes to stdout and all figures to ``--out``/gpu_speed.json.
@@ -141,7 +142,7 @@ def run(variant: str, config, data, device, cap: float, target: float, first_eva
     model = Transformer(config.vocab_size, config.vocab_size, d_model=config.d_model, num_heads=config.num_heads,
                         num_layers=config.num_layers, d_ff=config.d_ff, dropout=config.dropout,
                         pad_id=multi30k.PAD_ID, tie_embeddings=config.tie_embeddings).to(device)
-    fast = variant == "compiled"
+    fast = variant.startswith("compiled")
     amp_dtype = torch.float16 if variant == "fp16" else torch.bfloat16
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                  **({"fused": True} if fast and device.type == "cuda" else {}))
@@ -153,7 +154,9 @@ def run(variant: str, config, data, device, cap: float, target: float, first_eva
     forward, compile_note = model, ""
     if fast:
         try:
-            forward = torch.compile(model, dynamic=True)
+            # compiled: shapes symbolic from the start; compiled_auto: PyTorch's default (the first
+            # shape compiled as it is, the sizes that change made symbolic at the first recompile)
+            forward = torch.compile(model, dynamic=True if variant == "compiled" else None)
         except Exception as error:  # noqa: BLE001  (a platform without a compiler: say so, train eagerly)
             compile_note = f"torch.compile failed ({type(error).__name__}: {error}); eager"
     enabled = device.type == "cuda"

@@ -4,6 +4,7 @@ made them still runs (on the CPU, with the one-minute configuration)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,10 @@ def test_the_time_to_quality_section_quotes_its_run():
     fp16 = json.loads((RUN / "speed_fp16.json").read_text())["variants"][0]
     notebook, compiled = record["variants"]
     decoders = notebook["decoders"]
+    second = json.loads((RUN / "speed_compile.json").read_text())["variants"][0]  # the run with the recompile log
+    log = (RUN / "compile.log").read_text()
+    auto = re.findall(r"^  compiled_auto: +([\d.]+) s, step +\d+", log, re.MULTILINE)
+    assert "512*src.size()[0]*tgt.size()[1] >= 5242880" in log and len(auto) >= 2
     docs = _docs()
     assert record["device"] in docs and record["torch"] in docs
     expected = [
@@ -33,7 +38,10 @@ def test_the_time_to_quality_section_quotes_its_run():
         f"| {notebook['peak_memory_gib']} GiB |",
         f"38 BLEU after {notebook['reached']['seconds'] / 60:.1f} minutes of training on an H100",
         f"not reached: {compiled['steps']} steps in {compiled['train_seconds']} s | {compiled['tokens_per_s']:,} "
-        f"| recompiled at each new batch shape (first step {compiled['first_step_s']} s)",
+        f"| the first step (the compile) took {compiled['first_step_s']} s",
+        f"With `dynamic=True` one compile took {second['first_step_s']} s",
+        f"the first compile took {auto[0]} s, and the model compiled again at the first batch of another size "
+        f"(step 2, at {auto[1]} s)",
         f"{fp16['train_seconds']} s, step {fp16['history'][-1]['steps']}, validation BLEU "
         f"{fp16['history'][-1]['val_bleu']}",
         f"(test BLEU {decoders['greedy_test_bleu']} greedy, {decoders['beam4_test_bleu']} beam 4)",
