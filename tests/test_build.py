@@ -258,6 +258,34 @@ def test_readme_translation_results_are_those_of_the_executed_solution(repo):
     assert f"{speedup}x faster on {sentences} sentences, " + ("identical" if same == sentences else "") in prose
 
 
+def test_07_validation_figures_quoted_in_text_are_those_of_the_executed_solution(repo):
+    """The validation figures that argue 07's choices (section 9's text, the benchmarks guide's BLEU
+    against time row, its note on choosing by validation, the advice for older GPUs) and beam search's
+    cost on the CPU (its hint) are the committed run's: a retrain that changes them fails here until
+    the text says what the notebook printed."""
+    out = _solution_07_output(repo)
+    nb = nbformat.read(repo.root / "solutions" / "07_training.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+    docs = " ".join((repo.root / "docs" / "benchmarks.md").read_text().split())
+    epochs = re.findall(r"epoch +(\d+): train loss [\d.]+, val loss ([\d.]+), val BLEU +([\d.]+)", out)
+    kept = min(epochs, key=lambda e: float(e[1]))
+    last = epochs[-1]
+    ordinal = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"][int(kept[0]) - 1]
+    assert f"up to the {ordinal} ({kept[1]}, validation BLEU {kept[2]})" in text, kept
+    assert f"and last ({last[1]})" in text, last
+    assert f"{kept[2]} validation BLEU at its kept epoch" in text
+    assert f"validation loss {kept[1]}, BLEU {kept[2]};" in docs
+    students = " ".join((repo.root / "docs" / "students.md").read_text().split())
+    for page in (docs, students):  # the advice for older GPUs quotes the `cpu` run
+        assert f"validation BLEU {kept[2]} at its kept epoch" in page
+    table = re.findall(r"^ +([\d.]+) +\d+ +([\d.]+)$", out.split("BLEU against time:")[1], re.MULTILINE)
+    row = (f"val BLEU after {' / '.join(m for m, _ in table)} min (greedy) | "
+           f"{' / '.join(b for _, b in table)} |")
+    assert row in docs, row
+    ratio = re.search(r"at ([\d.]+)x the decoding time", out)[1]
+    assert f"beam 4 then took {ratio} times greedy decoding's time on two CPU cores" in text, ratio
+
+
 def test_08_results_in_the_docs_are_those_of_the_executed_solution(repo):
     """Notebook 08's figures (docs/benchmarks.md) quote the committed run of its Part B: the post-LN
     against pre-LN losses, the two models' table, and the attention timings."""
