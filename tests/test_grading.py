@@ -196,6 +196,11 @@ def test_feedback_cuts_a_long_message_but_never_the_note_or_the_conclusion(repo)
     assert "..." in feedback and len(feedback) < MAX_FEEDBACK + len(conclusion) + 60
     short = compose_feedback("", "softmax(x): wrong axis.", "")
     assert short == "softmax(x): wrong axis."
+    # Cut at the end of a word: "...the padded positions, wh..." left the student to guess the rest.
+    from transformer_course.grading.grade import one_line
+    cut = one_line("the logits differ at positions whose queries attend", 40)
+    assert cut == "the logits differ at positions whose...", cut
+    assert one_line("x" * 50, 20) == "x" * 17 + "..."
 
 
 def test_same_answers_same_scores_under_any_threads_and_load(repo, tmp_path):

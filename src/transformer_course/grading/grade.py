@@ -96,10 +96,16 @@ class SubmissionResult:
 
 
 def one_line(text: str, limit: int | None = MAX_FEEDBACK) -> str:
-    """``text`` on one line, without ANSI colours, cut to ``limit`` characters (None: never cut)."""
+    """``text`` on one line, without ANSI colours, cut to ``limit`` characters (None: never cut),
+    at the end of a word where one ends in its second half (a word cut in two reads as another)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)  # ANSI colours from tracebacks
     text = " ".join(text.split())
-    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+    if limit is None or len(text) <= limit:
+        return text
+    cut = text[: limit - 3]
+    if text[limit - 3] != " " and cut.rfind(" ") > limit // 2:
+        cut = cut[: cut.rfind(" ")]
+    return cut.rstrip() + "..."
 
 
 def compose_feedback(note: str, message: str, conclusion: str = "") -> str:

@@ -440,6 +440,12 @@ MISTAKES.update({
                                      "return torch.softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), dim=-1)"),
                     "probabilities"),
         "pad_zero": (MODEL_OK.replace("self.pad_id)", "0)"), "pad_id 0"),
+        # The sqrt(d_model) scale applied again on top of TokenEmbedding's (course v5 issue: "max abs error 3.55").
+        "embedding_scaled_twice": (MODEL_OK.replace("self.src_embed(src)", "self.src_embed(src) * math.sqrt(self.src_embed.d_model)"),
+                                   "scaled by sqrt(d_model) = 2.83 twice"),
+        # TokenEmbedding's nn.Embedding without its scale.
+        "embedding_unscaled": (MODEL_OK.replace("self.tgt_embed(tgt)", "self.tgt_embed.embedding(tgt)"),
+                               "without the sqrt(d_model)"),
         "log_softmax": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
                                          "return F.log_softmax(self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)), -1)"), "log-probabilities"),
         "no_generator": (MODEL_OK.replace("return self.generator(self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask))",
@@ -539,6 +545,10 @@ MISTAKES.update({
         # The docstring asks for ValueError at step < 1: 0 ** -0.5 raises ZeroDivisionError instead.
         "no_value_error": ("def noam_lr(step, d_model, warmup_steps):\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "ValueError"),
         "clamps_step": ("def noam_lr(step, d_model, warmup_steps):\n    step = max(step, 1)\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "returned a rate"),
+        # Off by one step (course v5 issue: the feedback said "relative error 1" and nothing else).
+        "warmup_step_behind": (NOAM_HEAD + "    return d_model ** -0.5 * min(step ** -0.5, (step - 1) * warmup_steps ** -1.5)", "one step behind in the warm-up branch"),
+        "step_ahead": (NOAM_HEAD + "    step = step + 1\n    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)", "rate of step + 1"),
+        "decay_step_behind": (NOAM_HEAD + "    return d_model ** -0.5 * min((step - 1) ** -0.5 if step > 1 else 1.0, step * warmup_steps ** -1.5)", "one step behind: steps count from 1"),
     },
     "LabelSmoothingLoss": {
         "no_ignore": (LS_HEAD + ("        logp = F.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n        t = target.reshape(-1).clamp(min=0)\n"
@@ -569,6 +579,9 @@ MISTAKES.update({
                                "is made on the CPU"),
         "no_pad_after_eos": (GREEDY_OK.replace("        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n", ""), "pad_id"),
         "no_early_stop": (GREEDY_OK.replace("        if done.all():\n            break\n", ""), "stop as soon as"),
+        # Never looks at <eos> (course v5 issue: the feedback gave the shape alone).
+        "ignores_eos": (GREEDY_OK.replace("        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)\n", "")
+                        .replace("        if done.all():\n            break\n", ""), "keeps generating after its <eos>"),
         "max_len_without_bos": (GREEDY_OK.replace("range(max_len - 1)", "range(max_len)"), "max_len"),
         "first_position": (GREEDY_OK.replace("h[:, -1]", "h[:, 0]"), "LAST position"),
         # From public implementations: a decoding loop that masks only causally and never passes

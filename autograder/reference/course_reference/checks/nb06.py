@@ -7,6 +7,7 @@ the SPEC names, and outputs are compared in eval mode.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -436,9 +437,8 @@ def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
                 f"forward does not apply the causal mask to the target: use make_decoder_mask ({SECTION_MODEL}).":
                     reference.generator(reference.decode(tgt, memory, src_mask, make_padding_mask(tgt, pad_id))),
                 f"forward's target mask is causal only; use make_decoder_mask(tgt, self.pad_id), padding AND causal "
-                f"({SECTION_MODEL}). With padding at the end the real positions are unchanged, which makes this easy "
-                f"to miss; the logits differ at the padded target positions (row, position), whose queries attend "
-                f"to padding tokens: {_pads(tgt, pad_id)}.":
+                f"({SECTION_MODEL}). The logits differ only at the padded target positions (row, position) "
+                f"{_pads(tgt, pad_id)}, whose queries attend to padding.":
                     reference.generator(reference.decode(tgt, memory, src_mask, make_causal_mask(tgt.size(1)))),
                 f"forward does not mask the source padding ({SECTION_MODEL}).":
                     reference.generator(reference.decode(tgt, reference.encode(src, None), None, tgt_mask)),
@@ -453,11 +453,30 @@ def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
                 mistakes[f"forward builds its masks with pad_id 0, not the model's own self.pad_id (here {pad_id}; "
                          f"{SECTION_MODEL})."] = reference.generator(
                     reference.decode(tgt, reference.encode(src, zero_src), zero_src, zero_tgt))
+            root = math.sqrt(d)
+            scale_src = {
+                f"the source embeddings are scaled by sqrt(d_model) = {root:.3g} twice: TokenEmbedding already "
+                f"multiplies by it, so encode must not scale src_embed(src) again ({SECTION_MODEL}).":
+                    reference.encoder(reference.positional_encoding(reference.src_embed(src) * root), src_mask),
+                f"the source embeddings reach the encoder without the sqrt(d_model) = {root:.3g} scale (or divided "
+                f"by it): TokenEmbedding applies it, use src_embed(src) as it is ({SECTION_MODEL}).":
+                    reference.encoder(reference.positional_encoding(reference.src_embed(src) / root), src_mask),
+            }
+            scale_tgt = {
+                f"the target embeddings are scaled by sqrt(d_model) = {root:.3g} twice: TokenEmbedding already "
+                f"multiplies by it, so decode must not scale tgt_embed(tgt) again ({SECTION_MODEL}).":
+                    reference.decoder(reference.positional_encoding(reference.tgt_embed(tgt) * root), memory,
+                                      src_mask, tgt_mask),
+                f"the target embeddings reach the decoder without the sqrt(d_model) = {root:.3g} scale (or divided "
+                f"by it): TokenEmbedding applies it, use tgt_embed(tgt) as it is ({SECTION_MODEL}).":
+                    reference.decoder(reference.positional_encoding(reference.tgt_embed(tgt) / root), memory,
+                                      src_mask, tgt_mask),
+            }
         got_memory = _call(ns, mine.encode, "Transformer.encode", src, src_mask, deps=deps)
-        assert_matches(got_memory, memory, f"{what}.encode(src {tuple(src.shape)}, src_mask)",
+        assert_matches(got_memory, memory, f"{what}.encode(src {tuple(src.shape)}, src_mask)", scale_src,
                        hint=f"memory = encoder(positional_encoding(src_embed(src)), src_mask) ({SECTION_MODEL}).")
         got_states = _call(ns, mine.decode, "Transformer.decode", tgt, memory, src_mask, tgt_mask, deps=deps)
-        assert_matches(got_states, states, f"{what}.decode(tgt {tuple(tgt.shape)}, memory, src_mask, tgt_mask)",
+        assert_matches(got_states, states, f"{what}.decode(tgt {tuple(tgt.shape)}, memory, src_mask, tgt_mask)", scale_tgt,
                        hint=f"decoder(positional_encoding(tgt_embed(tgt)), memory, src_mask, tgt_mask) ({SECTION_MODEL}).")
         _assert_eval_deterministic(ns, mine, "Transformer.forward", (src, tgt,), deps)
         got = _call(ns, mine, "Transformer.forward", src, tgt, deps=deps)

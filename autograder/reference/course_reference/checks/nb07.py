@@ -121,7 +121,24 @@ def _noam_mistakes(step: int, d_model: int, warmup: int) -> dict[str, float | No
         f"the d_model^-0.5 factor is missing ({SECTION_LR}).": min(step**-0.5, step * warmup**-1.5),
         f"the warm-up term uses warmup_steps^-0.5 instead of ^-1.5 ({SECTION_LR}).":
             d_model**-0.5 * min(step**-0.5, step * warmup**-0.5),
+        f"is one step behind in the warm-up branch: step * warmup_steps^-1.5 is computed with step - 1 (0 at "
+        f"step 1), while steps count from 1 ({SECTION_LR}).": d_model**-0.5 * min(step**-0.5, (step - 1) * warmup**-1.5),
+        f"is one step ahead in the warm-up branch: step * warmup_steps^-1.5 is computed with step + 1; steps "
+        f"count from 1 and the first step's rate is d_model^-0.5 * warmup_steps^-1.5 ({SECTION_LR}).":
+            d_model**-0.5 * min(step**-0.5, (step + 1) * warmup**-1.5),
+        f"returns the rate of step + 1, one step ahead: the step it is given already counts from 1, so it adds "
+        f"nothing (the + 1 for LambdaLR, which counts from 0, belongs in the scheduler's lambda; {SECTION_LR}).":
+            ref.noam_lr(step + 1, d_model, warmup),
     }
+
+
+def _off_by_one(got: float, step: int, d_model: int, warmup: int) -> str:
+    """'' unless ``got`` is the rate of step - 1 or step + 1: then a sentence that says so."""
+    for other, direction in ((step - 1, "behind"), (step + 1, "ahead")):
+        if other >= 1 and math.isclose(got, ref.noam_lr(other, d_model, warmup), rel_tol=1e-6):
+            return (f" That is the rate of step {other}, one step {direction}: steps count from 1; look for a "
+                    f"step - 1 or step + 1 in the formula or in one of its branches.")
+    return ""
 
 
 def check_noam_lr(ns: dict[str, Any]) -> None:
@@ -150,7 +167,8 @@ def check_noam_lr(ns: dict[str, Any]) -> None:
         step = wrong[0]
         expected = ref.noam_lr(step, d_model, warmup)
         raise AssertionError(f"{where} at step={step} = {got[step]:.6g}, relative error "
-                             f"{abs(got[step] - expected) / expected:.2g}. Expected "
+                             f"{abs(got[step] - expected) / expected:.2g}."
+                             f"{_off_by_one(got[step], step, d_model, warmup)} Expected "
                              f"d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) ({SECTION_LR}).")
     raw = ns["noam_lr"]  # unguarded: the error it raises is what is checked
     for step in (0, -1):
@@ -439,6 +457,15 @@ def check_greedy_decode(ns: dict[str, Any]) -> None:
             if after_eos.any():
                 raise AssertionError(f"{what}: positions after a row's <eos> should hold model.pad_id; "
                                      f"row {int(after_eos.nonzero()[0, 0])} keeps generating ({SECTION_DECODE}).")
+        if (isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(0) == expected.size(0)
+                and got.size(1) > expected.size(1)):
+            head, real = got[:, :expected.size(1)], expected != PAD
+            if torch.equal(head[real], expected[real]) and not torch.equal(head, expected):
+                row = int((head != expected).nonzero()[0, 0])
+                raise AssertionError(
+                    f"{what}: row {row} keeps generating after its <eos>, and the output has {got.size(1)} columns, "
+                    f"expected {expected.size(1)}. A row stops at its <eos> (model.pad_id after it), and decoding "
+                    f"stops as soon as every row has produced <eos> ({SECTION_DECODE}).")
         if (isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(1) > expected.size(1)
                 and torch.equal(got[:, :expected.size(1)], expected)):
             raise AssertionError(f"{what}: the output has {got.size(1)} columns, expected {expected.size(1)}: "
