@@ -13,6 +13,16 @@
 # far into one hidden state. Words far apart can only talk through that bottleneck, and
 # the work cannot be spread over the positions of a sentence in parallel.
 #
+# Attention began as a repair to that bottleneck inside a recurrent translation model.
+# Bahdanau, Cho and Bengio ([2015](https://arxiv.org/abs/1409.0473), section 3.1) let the
+# decoder, before it writes each target word, score every hidden state of the encoder (one
+# per source word) against the state $s_{i-1}$ it has reached, with a small feed-forward
+# network: $e_{ij} = v^\top \tanh(W s_{i-1} + U h_j)$, *additive* attention. A softmax turns the scores into
+# weights, and the weighted sum of the encoder states is what the decoder reads. In the
+# words used below, the decoder state is the *query* and the encoder states are both the
+# *keys* and the *values*. The Transformer keeps this step, scores with a dot product instead
+# of the small network (section 3.2.1 compares the two), and drops the recurrence.
+#
 # **Self-attention** lets every position look at every other position directly. Each
 # word asks a question (its *query*), every word offers a label (its *key*) and some
 # content (its *value*); a word's new representation is an average of all values,

@@ -114,6 +114,8 @@ axes[0].set(yscale="log", title="Variance of q·k grows like d_k")
 axes[1].set(title=f"Softmax saturates (max of {n_keys} weights)")
 plt.tight_layout()
 plt.show()
+for d_k, unscaled, scaled in zip(dims, rows["max weight"]["unscaled"], rows["max weight"]["scaled"], strict=True):
+    print(f"d_k = {d_k:4d}: largest of {n_keys} weights, mean over samples: unscaled {unscaled:.2f}, scaled {scaled:.2f}")
 print("Notice: unscaled, the variance equals d_k and softmax approaches one-hot; scaled, both "
       "stay flat.")
 
@@ -391,8 +393,8 @@ print("Notice: the upper triangle and the padding columns are exactly 0; every r
 # numbers, quote them from your run. These answers are graded by hand.
 
 # %% [markdown]
-# **Question 1** (2 points). From your plot in section 1: at $d_k = 1024$, what was the typical
-# largest softmax weight over 16 keys without the scale, and with it? Why does a weight that close to
+# **Question 1** (2 points). From the numbers printed under your plot in section 1: at $d_k = 1024$,
+# what was the typical largest softmax weight over 16 keys without the scale, and with it? Why does a weight that close to
 # 1 stop the model from learning where to look?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "question_scale", "locked": false, "points": 2, "schema_version": 3, "solution": true}

@@ -489,22 +489,28 @@ print("Notice: the four heads weigh the same words differently; their outputs ar
 # The score matrix has one entry per (query, key) pair: for length $L$ each head computes
 # $L^2$ dot products of size $d_k$, so the scores and the weighted sum cost
 # $O(L^2 \cdot D)$ operations per layer, next to $O(L \cdot D^2)$ for the four projections,
-# and the weights take $O(L^2)$ memory per head. Once $L$ is larger than $D$, the quadratic
-# term dominates and doubling the length quadruples the cost.
+# and the weights take $O(L^2)$ memory per head. Counted exactly, the four projections take
+# $4 L D^2$ multiply-adds and the scores plus the weighted sum $2 L^2 D$: the two are equal
+# at $L = 2D$ (128 for the $D = 64$ of the cell below). Past that length the quadratic term
+# dominates, and doubling the length comes closer and closer to quadrupling the cost.
 #
 # The paper compares layer types in its Table 1 ($n$ the length, $d$ the width, $k$ a
-# convolution's kernel size):
+# convolution's kernel size, $r$ the size of a neighbourhood):
 #
 # | layer type | operations per layer | sequential operations | longest path between two positions |
 # |---|---|---|---|
 # | self-attention | $O(n^2 \cdot d)$ | $O(1)$ | $O(1)$ |
 # | recurrent | $O(n \cdot d^2)$ | $O(n)$ | $O(n)$ |
 # | convolutional | $O(k \cdot n \cdot d^2)$ | $O(1)$ | $O(\log_k n)$ |
+# | self-attention (restricted) | $O(r \cdot n \cdot d)$ | $O(1)$ | $O(n/r)$ |
 #
 # Self-attention does more work per layer than a recurrent layer once $n > d$, but all of
 # it in parallel (no step waits for the previous one), and any two positions are one step
 # apart, where a recurrent layer passes information through $n$ steps. For sentences
-# ($n$ of a few dozen, $d$ of hundreds) self-attention is the cheaper layer too.
+# ($n$ of a few dozen, $d$ of hundreds) self-attention is the cheaper layer too. For very
+# long sequences the paper suggests (section 4) letting each query attend only to the $r$
+# positions around it: the cost becomes linear in $n$, and the price is the path, since two
+# positions $n$ apart are now $n/r$ layers apart.
 #
 # The cell below times a forward pass on this machine ($D = 64$, $h = 4$, batch 8, one thread,
 # the median of 7 runs) and draws the operation count of the formula beside it. *Predict, then

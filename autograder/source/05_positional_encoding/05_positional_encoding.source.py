@@ -230,10 +230,17 @@ print("Notice: one matrix per offset, the same for every position (errors at flo
 # %% [markdown]
 # Learned position embeddings (an `nn.Embedding(max_len, d_model)` trained like the token
 # table, as in BERT and GPT-2) do as well on translation (the paper's Table 3, row E)
-# and have no such structure. Neither kind helps past the longest position seen in
-# training: a learned table has no row for it, and the sinusoids, though defined for every
-# $p$, produce vectors the model never saw. The module below computes its table once, up
-# to `max_len`: choose it above the longest input you will feed the model.
+# and have no such structure. The paper's stated reason for keeping the sinusoids is
+# length: "it may allow the model to extrapolate to sequence lengths longer than the ones
+# encountered during training" (section 3.5). A learned table has no row past its last
+# position; the sinusoids are defined for every $p$. Later measurements did not bear the
+# hope out: Press et al. (2022, [*Train Short, Test Long*](https://arxiv.org/abs/2108.12409),
+# ALiBi) found that a language model with sinusoids gets worse soon after its inputs pass
+# the training length, because positions past it produce vectors (and score patterns) the
+# model never saw; adding a penalty proportional to the distance to the attention scores
+# instead (ALiBi) let their models run on inputs longer than those of training. The module
+# below computes its table once, up to `max_len`: choose it above the longest input you
+# will feed the model.
 
 # %% [markdown]
 # ## 2. A module with a buffer
@@ -374,13 +381,18 @@ print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())}
 #   encoding (entries in $[-1, 1]$, root mean square $1/\sqrt{2} \approx 0.71$) is
 #   almost invisible next to them.
 # - The paper shares the embedding matrix with the output layer, and implementations
-#   initialise such matrices with small values (Glorot/Xavier: standard deviation
-#   $\sqrt{2 / (V + D)}$, about 0.015 for $V = 8000$, $D = 512$). Then the scale
-#   brings the token vectors up to entries of size about $0.015 \cdot \sqrt{512} \approx 0.35$,
-#   the same order as the positional signal: neither drowns the other.
+#   initialise such matrices with small values. fairseq draws its embeddings from
+#   $\mathcal{N}(0, D^{-1/2})$ (standard deviation $1/\sqrt{D}$), so the factor
+#   $\sqrt{D}$ brings the scaled vectors to entries of size about 1: the scale undoes the
+#   initialisation, and the token vectors start at unit size whatever $D$ is, the same order
+#   as the positional signal. Glorot/Xavier values (standard deviation $\sqrt{2 / (V + D)}$,
+#   about 0.015 for $V = 8000$, $D = 512$) give entries of size about
+#   $0.015 \cdot \sqrt{512} \approx 0.35$ after the scale: smaller, still of the same order.
+#   Neither drowns the other.
 #
-# Notebook 06's `Transformer` re-initialises its embeddings with Xavier values for this
-# reason. The cell after the exercise measures both cases.
+# The paper states the factor without a reason; these two initialisations show what it
+# suits. Notebook 06's `Transformer` re-initialises its embeddings with Xavier values. The
+# cell after the exercise measures the three cases.
 #
 # **Exercise 3.** Complete `TokenEmbedding.forward`: `(B, L)` ids -> `(B, L, d_model)`,
 # scaled by $\sqrt{d_{model}}$. Keep the attribute name `embedding`.
@@ -458,14 +470,18 @@ with torch.no_grad():
     default = TokenEmbedding(8000, 512)  # nn.Embedding's N(0, 1) start
     xavier = TokenEmbedding(8000, 512)
     nn.init.xavier_uniform_(xavier.embedding.weight)  # what notebook 06 does
+    fairseq = TokenEmbedding(8000, 512)
+    nn.init.normal_(fairseq.embedding.weight, std=512**-0.5)  # N(0, D^-1/2), as fairseq does
     rms = {"N(0, 1) start": default(ids).pow(2).mean().sqrt().item(),
+           "N(0, D^-1/2) start": fairseq(ids).pow(2).mean().sqrt().item(),
            "Xavier start": xavier(ids).pow(2).mean().sqrt().item(),
            "positional encoding": sinusoidal_positional_encoding(50, 512).pow(2).mean().sqrt().item()}
 for label, value in rms.items():
     print(f"{label:>20}: root mean square {value:6.2f}")
 print(f"Notice: with the default start the token vectors are {rms['N(0, 1) start'] / rms['positional encoding']:.0f}x "
-      f"the positional signal; with Xavier values {rms['Xavier start'] / rms['positional encoding']:.1f}x: "
-      "the sqrt(d_model) scale was chosen for a small initialisation.")
+      f"the positional signal; with N(0, D^-1/2) values {rms['N(0, D^-1/2) start'] / rms['positional encoding']:.1f}x, "
+      f"with Xavier values {rms['Xavier start'] / rms['positional encoding']:.1f}x: "
+      "the sqrt(d_model) scale suits a small initialisation.")
 
 # %% [markdown]
 # ## 4. Why it matters: order
@@ -549,8 +565,10 @@ print(f"after 300 steps: loss {loss.item():.3f}, tokens reversed correctly on ne
 # = query (output position), column = key (input position), colour = attention weight.
 # Look for the **anti-diagonal** (query $t$ on key $7 - t$): the head or layer that
 # fetches the reversed token. Heads that spread their weight, or split the positions
-# between them, share the work. Nothing in the weights depends on which tokens the
-# sequence holds, only on positions; try another row of `test` to see.
+# between them, share the work. The pattern is set mostly by the positions, not entirely:
+# the scores are computed from token vectors plus positions, so the weights also move
+# with the tokens the sequence holds. The cell prints by how much over the 500 test
+# sequences; try another row of `test` to see it in the heatmaps.
 
 # %%
 sample = test[:1]
@@ -576,6 +594,13 @@ best = divmod(int(anti.argmax()), HEADS)
 print(f"Notice: the clearest anti-diagonal is layer {best[0] + 1}, head {best[1] + 1} "
       f"({anti.max().item():.2f} of each query's weight on key 7 - t); a uniform head would put "
       f"1/{LENGTH} = {1 / LENGTH:.2f} there.")
+with torch.no_grad():
+    _, all_weights = copier(test)  # every test sequence: (500, h, L, L) per layer
+spread = max((w.amax(0) - w.amin(0)).max().item() for w in all_weights)
+best_mass = all_weights[best[0]][:, best[1], torch.arange(LENGTH), LENGTH - 1 - torch.arange(LENGTH)].mean(-1)
+print(f"Over the {len(test)} test sequences one weight varies by up to {spread:.2f}, and that head's "
+      f"anti-diagonal mass ranges from {best_mass.min().item():.2f} to {best_mass.max().item():.2f}: "
+      "positions set the pattern, the tokens move it.")
 
 # %% [markdown]
 # ## In your own words

@@ -121,12 +121,12 @@ sns.set_theme(style="white", palette="colorblind")
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# Widen to `d_ff` with `w_1`, apply ReLU, dropout, then project back to `d_model` with `w_2`.
+# Eq. (2) is one network applied to each position: it widens each vector to `d_ff`, keeps the positive part, and projects back to `d_model`. Dropout acts on the wide hidden activations, as the text above says.
 #
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# Four pieces in order, each a call on the previous result: `self.w_1`, then `torch.relu` (or `F.relu`), `self.dropout`, and `self.w_2`. Shapes: `(B, L, D)` -> `(B, L, d_ff)` -> `(B, L, D)`.
+# The module already owns its pieces (two linear layers and a dropout, built in `__init__`); the ReLU is a function of `torch` or `torch.nn.functional`. Their order is that of Eq. (2) read from the inside out, and the text above says where the dropout goes. Shapes: `(B, L, D)` -> `(B, L, d_ff)` -> `(B, L, D)`.
 #
 # </details>
 #
@@ -374,12 +374,12 @@ print(f"Notice: through 32 layers the plain stack passes {plain:.1e} of gradient
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# Post-LN as in the paper: `x = norm1(x + dropout(self_attn(x, x, x, src_mask)[0]))`, then the same with the feed-forward and `norm2`. The attention returns a pair; keep the output.
+# Post-LN as in the paper (§3.1): each sub-layer's output, after dropout (§5.4), is added to that sub-layer's input, and the normalisation comes after the sum, not before it. The encoder layer repeats this step for its two sub-layers; the second starts from the result of the first.
 #
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# Two residual steps of the same form, norm(x + dropout(sublayer(x))): first with `self.self_attn` (query, key and value are all `x`; it returns `(output, weights)`, keep the output) and `self.norm1`, then with `self.feed_forward` and `self.norm2`. `self.dropout` goes on each sub-layer's output, before the sum.
+# The module owns every piece: the two sub-layers `self.self_attn` (self-attention: query, key and value are all `x`; it returns `(output, weights)`, keep the output) and `self.feed_forward`, one LayerNorm per sub-layer (`self.norm1` belongs to the attention, `self.norm2` to the feed-forward network), and one `self.dropout` that serves both. The order of the two sub-layers is Figure 1's.
 #
 # </details>
 #
@@ -771,12 +771,16 @@ _checks.check_Decoder(globals())
 # included.
 #
 # One `PositionalEncoding` serves both sides (it holds no weights, only the table). The
-# paper ties the embedding and generator weights (section 3.4): the target embedding
-# matrix $(V, D)$ is also the generator's weight, so a token's input vector and its output
-# scores come from one row. By default we keep them separate, so that each module owns its
-# weights; `tie_embeddings=True` (already in `__init__`) shares them. Separate weights cost
-# `tgt_vocab_size` x $D$ parameters (about 1 M in notebook 07's CPU model, 4 M in its GPU
-# model); notebook 07 can train either way.
+# paper ties three matrices (section 3.4): "we share the same weight matrix between the two
+# embedding layers and the pre-softmax linear transformation". That works because its
+# English-German model uses one vocabulary for both languages (byte-pair encoding shared
+# between source and target, section 5.1), so a token's source vector, its target vector and
+# its output scores all come from one row of one $(V, D)$ matrix. By default we keep them
+# separate, so that each module owns its weights; `tie_embeddings=True` (already in
+# `__init__`) shares the target embedding with the generator: the two-way tie, which also
+# works for two different vocabularies (notebook 07's is shared, so it could tie all three).
+# Separate weights cost `tgt_vocab_size` x $D$ parameters (about 1 M in notebook 07's CPU
+# model, 4 M in its GPU model); notebook 07 can train either way.
 #
 # `__init__` also re-initialises every weight matrix with Glorot/Xavier uniform values, as
 # `nn.Transformer` does: `nn.Embedding`'s default $\mathcal{N}(0, 1)$ times $\sqrt{D}$ would
@@ -796,12 +800,12 @@ _checks.check_Decoder(globals())
 # </details>
 # <details><summary>Hint 2: the idea</summary>
 #
-# `encode` = encoder(positional_encoding(src_embed(src)), src_mask); `decode` = decoder(positional_encoding(tgt_embed(tgt)), memory, src_mask, tgt_mask); `forward` builds both masks from `pad_id` and returns `generator(decode(...))`: raw logits, no softmax.
+# Read Figure 1 from the bottom up: on each side the tokens become vectors (§3.4), receive their positions (§3.5), and go through their stack; the decoder's stack also reads the encoder's output. `forward` makes the masks of notebook 04 from the token ids and returns raw logits, no softmax (the loss applies it).
 #
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# The masks come from notebook 04's functions, with `self.pad_id`: the source's padding mask `(B, 1, 1, S)` (used by the encoder and by the cross-attention) and the target's padding-and-causal mask `(B, 1, T, T)`. Then `self.encode`, `self.decode`, and `self.generator` on the decoder's output.
+# The masks come from notebook 04's functions, with `self.pad_id`: the source's padding mask `(B, 1, 1, S)` (used by the encoder and by the cross-attention) and the target's padding-and-causal mask `(B, 1, T, T)`. `forward` can reuse the two methods you write first; `self.generator` is the linear layer that makes logits from vectors of size $D$.
 #
 # </details>
 #
@@ -928,7 +932,8 @@ _checks.check_Transformer(globals())
 #
 # The base configuration of the paper is $D = 512$, $h = 8$, $N = 6$, $d_{ff} = 2048$,
 # $P_{drop} = 0.1$. Counting its parameters (vocabularies of 37,000 tokens as in the
-# paper's English-German setup):
+# paper's English-German setup), first untied, then with the paper's three-way tie (each
+# shared matrix removes $V \cdot D = 37{,}000 \cdot 512 \approx 18.9$ M parameters):
 
 # %%
 def count(module: nn.Module) -> int:
@@ -940,9 +945,19 @@ parts = {"embeddings (src + tgt)": count(base.src_embed) + count(base.tgt_embed)
          "decoder": count(base.decoder), "generator": count(base.generator)}
 for name, n in parts.items():
     print(f"{name:>24}: {n / 1e6:6.2f} M")
-print(f"{'total':>24}: {count(base) / 1e6:6.2f} M  (the paper reports 65 M with shared, tied embeddings)")
+print(f"{'total, untied':>24}: {count(base) / 1e6:6.2f} M")
+tied = Transformer(37000, 37000, tie_embeddings=True)  # generator = target embedding
+tied.src_embed.embedding.weight = tied.tgt_embed.embedding.weight  # and the source embedding: section 3.4
+print(f"{'total, three-way tie':>24}: {count(tied) / 1e6:6.2f} M  (the paper's Table 3 reports 65 M for the base model)")
+del tied
 
 # %% [markdown]
+# Untied, the three vocabulary-sized matrices (two embeddings and the generator's weight)
+# hold 56.8 of the 101.0 M parameters. Tied as the paper ties them, one copy remains and
+# the count is 63.1 M, close to the 65 M of the paper's Table 3. The paper gives its
+# vocabulary as "about 37000 tokens" (section 5.1) and does not say how it counted, so the
+# remaining 2 M cannot be placed exactly.
+#
 # `torch.nn.Transformer` implements the same encoder and decoder stacks (it takes
 # already-embedded inputs, so it has no embeddings or generator). Its stacks add one final
 # LayerNorm each (`encoder.norm`, `decoder.norm`, $2D$ parameters apiece); apart from
@@ -1070,11 +1085,16 @@ print("Notice: positions 0-3 did not move at all (change", f"{moved[:4].max():.1
 # What does the residual connection give a deep stack, and why is the normalisation there?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "question_residual", "locked": false, "points": 2, "schema_version": 3, "solution": true}
-# The residual path carries $x$ past the sub-layer unchanged, so gradients reach early layers directly
-# and each sub-layer only has to learn a correction to its input; a deep stack then trains where a
-# plain stack of the same depth would not. The normalisation keeps each position's vector at mean 0
-# and variance 1 (then scaled by learned weights), so the sums do not grow layer after layer and the
-# next layer's dot products stay in a range where the softmax is not saturated.
+# The residual path carries $x$ past the sub-layer, so each sub-layer only has to learn a correction
+# to its input, and the derivative of $x + \mathrm{Sublayer}(x)$ is the identity plus the sub-layer's
+# own: the gradient has a term that skips the sub-layer, and a deep stack trains where a plain stack
+# of the same depth would not. In this post-LN arrangement the skip is not clean, though: every
+# LayerNorm sits on the residual path, so the gradient reaching the first layers has been rescaled
+# by each normalisation on the way (Xiong et al., 2020, tie this to post-LN's need for a learning-rate
+# warm-up). Pre-LN, $x + \mathrm{Sublayer}(\mathrm{LayerNorm}(x))$, keeps a pure identity path
+# through the stack (notebook 08). The normalisation keeps each position's vector at
+# mean 0 and variance 1 (then scaled by learned weights), so the sums do not grow layer after layer
+# and the next layer's dot products stay in a range where the softmax is not saturated.
 
 # %% [markdown]
 # **Question 2** (2 points). In the decoder's cross-attention, which of the queries, keys and values
@@ -1084,6 +1104,9 @@ print("Notice: positions 0-3 did not move at all (change", f"{moved[:4].max():.1
 # The queries come from the decoder (the target positions); the keys and values come from the
 # encoder's output (the memory). Each target position asks which source positions matter and takes a
 # weighted sum of their encodings. The decoder's self-attention reads only target tokens and the
-# feed-forward works on one position at a time, so the source enters only here: a model whose
-# cross-attention weights are spread evenly has stopped using the source and is a language model of
-# the target.
+# feed-forward works on one position at a time, so the source enters only here. The weights decide
+# *which* part of the source each target position reads. Weights spread evenly still read the
+# source: they return the mean of the encoder's outputs, a summary of the whole sentence (each
+# encoded word already carries some context), so the decoder knows what the sentence is about but
+# not which word it is translating now. Weights peaked on one source word align the target word
+# with it.
