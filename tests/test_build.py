@@ -286,6 +286,29 @@ def test_07_validation_figures_quoted_in_text_are_those_of_the_executed_solution
     assert f"beam 4 then took {ratio} times greedy decoding's time on two CPU cores" in text, ratio
 
 
+def _solution_text_and_output(repo, notebook: str) -> tuple[str, str]:
+    """A committed executed solution's markdown (spaces collapsed) and its printed output."""
+    nb = nbformat.read(repo.root / "solutions" / f"{notebook}.ipynb", as_version=4)
+    text = " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+    out = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    return text, out
+
+
+def test_02_and_06_figures_quoted_in_text_are_those_of_the_executed_solutions(repo):
+    """02's model answer quotes the saturation its section 1 prints; 06's text reconciles the base
+    model's printed parameter counts (untied, three-way tied) with the paper's 65 M."""
+    text, out = _solution_text_and_output(repo, "02_scaled_dot_product")
+    unscaled, scaled = re.search(r"d_k = 1024: .*unscaled ([\d.]+), scaled ([\d.]+)", out).groups()
+    assert f"about {unscaled} without the scale and about {scaled} with it" in text, (unscaled, scaled)
+    text, out = _solution_text_and_output(repo, "06_transformer")
+    untied = float(re.search(r"total, untied: +([\d.]+) M", out)[1])
+    tied = float(re.search(r"total, three-way tie: +([\d.]+) M", out)[1])
+    three = 1.5 * (untied - tied)  # each tie removes one V x D matrix: two ties, three matrices
+    assert f"hold {three:.1f} of the {untied:.1f} M parameters" in text, (three, untied)
+    assert f"the count is {tied:.1f} M, close to the 65 M" in text, tied
+    assert f"the remaining {65 - tied:.0f} M cannot be placed" in text, tied
+
+
 def test_08_results_in_the_docs_are_those_of_the_executed_solution(repo):
     """Notebook 08's figures (docs/benchmarks.md) quote the committed run of its Part B: the post-LN
     against pre-LN losses, the two models' table, and the attention timings."""
