@@ -796,11 +796,16 @@ print("Notice: the plain form grows with L^2 (the score matrix), the tiled form 
 # The 2017 block normalises *after* the residual addition, `x = LayerNorm(x + sublayer(x))`
 # (post-LN). Every layer then rescales the residual stream, and Xiong et al. (2020) showed
 # that the gradients of the last layers are large at the start of training: without a
-# learning-rate warm-up the first steps are too big and training can diverge. Moving the
-# normalisation *into* the branch, `x = x + sublayer(norm(x))` (**pre-LN**), leaves a clean
-# path from the output to every layer; training is stable at a high learning rate without
-# warm-up (Part B shows both). A model with pre-LN blocks needs one more normalisation after
-# the last block, since the residual stream itself is never normalised.
+# learning-rate warm-up the first steps are too big and training can diverge. Liu et al.
+# (2020, [*Understanding the Difficulty of Training Transformers*](https://arxiv.org/abs/2004.08249))
+# give a second account: a post-LN layer leans heavily on its residual branch, so a small
+# change of the weights is amplified into a large change of the output, and the first updates
+# of a high learning rate knock the model off course. Moving the normalisation *into* the
+# branch, `x = x + sublayer(norm(x))` (**pre-LN**), leaves a clean path from the output to every
+# layer, and each branch adds only a correction to a stream that grows with depth, so it weighs
+# less; training is more stable at a high learning rate without warm-up (Part B tries both). A
+# model with pre-LN blocks needs one more normalisation after the last block, since the residual
+# stream itself is never normalised.
 #
 # **Exercise 7.** Complete `DecoderBlock.forward(x, past_kv=None)` -> `(x, (k, v))`: attention
 # on `attn_norm(x)` added to `x`, then the feed-forward on `ffn_norm` of the result, added to it;
@@ -1027,6 +1032,13 @@ _checks.check_DecoderLM(globals())
 # one more: with probabilities `[0.5, 0.25, 0.25]` and $p = 0.5$ the nucleus is the first token
 # alone. $p = 1$ keeps every token (return the logits as they are: in floating point the running
 # sum can reach 1 before the last token).
+#
+# The mass ranked above a token can be computed in two ways: the running sum shifted one place
+# (the sum up to the token before it), or the running sum minus the token's own probability.
+# They are equal in exact arithmetic, but in floating point they can differ in the last bit, and
+# then they can disagree about a token whose mass above lands on $p$ itself. Either way is
+# correct; where that mass is exactly $p$, as in the example above (halves and quarters are exact
+# in floating point), both keep the first token alone.
 #
 # **Exercise 9.** Write `top_p_filter(logits, top_p)`: `(..., V)` -> the same logits, with
 # `-inf` for the tokens outside the nucleus. Rank ties by index (a stable sort). Raise
@@ -1477,7 +1489,8 @@ def perplexity(model: nn.Module, ids: torch.Tensor, max_windows: int = 200) -> f
 #
 # **Reading the result.** The printout compares the mean loss over the last tenth of the steps,
 # and its closing sentence only looks at the sign of the gap. In the `cpu` configuration (150
-# steps) the run shown here ended with post-LN 1.45 above pre-LN, a clear gap. In the `tiny`
+# steps) the run shown here ended with post-LN 1.45 above pre-LN: a clear gap, but one run of
+# one seed. In the `tiny`
 # configuration each stack trains for 10 steps and the "last tenth" is one step on one batch: a
 # small gap there is not evidence either way, whatever its sign. Evidence would be a gap that is
 # large compared with the step-to-step wobble of the curves, that lasts over many steps, and that
@@ -1633,9 +1646,11 @@ if not GRADING:
 # decoding gives the same text every time for a prompt, and on long generations it can fall into
 # loops (section 9). These captions are short and end early, and in the run shown here none of
 # the three greedy samples repeats itself. Sampling at a moderate temperature with top-p varies
-# the text (another seed gives other captions); it mostly stays on track, but can still slip: in
-# the run shown, the first sampled caption turns garbled ("a thin are") and is unfinished when
-# its 20 new tokens run out.
+# the text (another seed gives other captions). In the run shown all three sampled captions end
+# with a full stop before their 20 new tokens run out, but compare each with the greedy caption
+# above it: sampling trades likelihood for variety, so a less likely token can take a caption
+# somewhere odd or slip in its grammar. With another seed, a higher temperature or a weaker model,
+# a sampled caption can also turn garbled, or still be unfinished when its tokens run out.
 
 # %%
 if not GRADING:
@@ -1716,11 +1731,16 @@ if not GRADING:
 # post-LN does not?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "question_pre_ln", "locked": false, "points": 2, "schema_version": 3, "solution": true}
-# In my run: 4.367 (pre-LN) against 5.820 (post-LN) after 150 steps at 6e-3. In pre-LN the residual
-# stream $x + F(\mathrm{norm}(x))$ is never normalised, so there is an identity path from the loss to
-# every layer and the gradients of early layers stay well scaled. Post-LN normalises after every
-# addition, so gradients pass through every LayerNorm; at the start of training those near the output
-# are large, and a high rate without warm-up makes the updates too big: training stalls or diverges.
+# In my run: 4.367 (pre-LN) against 5.820 (post-LN) after 150 steps at 6e-3. That is one run of one
+# seed, so it agrees with the accounts below rather than proves them; other seeds would show whether
+# the gap is larger than its run-to-run spread. In pre-LN the residual stream $x + F(\mathrm{norm}(x))$
+# is never normalised, so there is an identity path from the loss to every layer and the gradients of
+# early layers stay well scaled. Post-LN normalises after every addition, so gradients pass through
+# every LayerNorm; at the start of training those near the output are large (Xiong et al., 2020), and
+# a high rate without warm-up makes the updates too big: training stalls or diverges. Liu et al. (2020)
+# explain the same failure another way: post-LN leans on its residual branches, so a small change of
+# the weights becomes a large change of the output; in pre-LN each branch adds to a growing stream and
+# weighs less, which damps that amplification.
 
 # %% [markdown]
 # **Question 2** (2 points). With 4 query heads and 2 key/value heads, how much smaller is the
