@@ -263,6 +263,52 @@ def test_limits_are_measured_on_the_solution_once_per_machine(repo, tmp_path, mo
     cache.unlink()
 
 
+def test_a_solution_that_lost_points_is_timed_once_and_reported_to_instructors_only(repo, tmp_path, monkeypatch,
+                                                                                      capsys):
+    """A busy machine can cost the solution points (a cell killed at its limit): its seconds are kept
+    all the same (a student's next check does not grade it again), and the shortfall is printed to
+    whoever grades a class at each run, never to a student checking their own notebook."""
+    from transformer_course.grading import grade as grade_module
+    from transformer_course.grading import limits, nbgrader_setup
+    from transformer_course.grading.batch import grader_version
+    from transformer_course.grading.grade import ExerciseResult, Grader, SubmissionResult
+
+    assignment = repo.assignment("01_self_attention")
+    cache = limits.cache_file(repo, assignment, grader_version(repo))
+    kept_before = limits.load(cache)
+    cache.unlink(missing_ok=True)
+    monkeypatch.setattr(nbgrader_setup, "SOLUTION_SECONDS", {})
+    monkeypatch.setattr(grade_module, "SOLUTION_SECONDS", nbgrader_setup.SOLUTION_SECONDS)
+    graded = []
+
+    def short_grade(self, student_id, assignment, notebook, *args, **kwargs):
+        graded.append(student_id)
+        return SubmissionResult(student_id, assignment.name, "graded", "", [
+            ExerciseResult("softmax", 0.0, 2.0, "did not finish within 30 s"),
+            ExerciseResult("self_attention", 3.0, 3.0)])
+
+    monkeypatch.setattr(Grader, "grade", short_grade)
+    monkeypatch.setattr(Grader, "autograded", lambda self, a: tmp_path / "missing.ipynb")
+    try:
+        student = Grader(tmp_path / "a", repo, 60, only=assignment.name)
+        student.for_student = True
+        assert student.calibrate(assignment) == {} and graded == ["solution"]
+        assert limits.load(cache) == {}  # kept, though the solution lost points
+        assert "lost points in softmax (did not finish within 30 s)" in limits.shortfall(cache)
+        assert "warning" not in capsys.readouterr().err  # the student is not told about the solution
+        nbgrader_setup.SOLUTION_SECONDS.clear()
+        assert Grader(tmp_path / "b", repo, 60, only=assignment.name).calibrate(assignment) == {}
+        assert graded == ["solution"]  # read from the cache, not graded again
+        err = capsys.readouterr().err
+        assert "warning: the solution of 01_self_attention, graded on this machine, lost points in softmax" in err
+        assert "grades made here may be wrong" in err
+    finally:
+        limits.save_shortfall(cache, "")
+        cache.unlink(missing_ok=True)
+        if kept_before is not None:
+            limits.save(cache, kept_before)
+
+
 def test_written_answers_await_the_instructor_then_show_the_points_given(graded, repo, tmp_path):
     """Answers in words on the sample class: awaiting (not zero, not full) in grades.csv, lms.csv,
     results.json and the report; the points an instructor gives in formgrader (written here through

@@ -12,7 +12,8 @@ judged test cells are timed as a student's are), and the seconds of its cells ar
 kernel gets: the next grading run on the same machine reads them.
 
 Grading the solution checks the machine too: a solution that does not score full marks here is
-reported (the grades of this machine could not be trusted).
+reported to whoever grades a class, at each run, from a note kept beside the seconds (the grades of
+this machine could not be trusted); the seconds are kept either way, so it is graded once per machine.
 """
 
 from __future__ import annotations
@@ -56,6 +57,30 @@ def save(path: Path, seconds: dict[str, float]) -> None:
         part = path.with_suffix(f".{os.getpid()}.part")
         part.write_text(json.dumps(seconds, indent=1, sort_keys=True) + "\n")
         part.replace(path)
+
+
+def _shortfall_file(path: Path) -> Path:
+    return path.with_suffix(".shortfall")
+
+
+def save_shortfall(path: Path, text: str) -> None:
+    """Keep beside the seconds at ``path`` what the solution lost when they were measured ("" for
+    nothing: any earlier note is removed)."""
+    note = _shortfall_file(path)
+    with contextlib.suppress(OSError):
+        if text:
+            part = note.with_suffix(f".{os.getpid()}.part")
+            part.write_text(text + "\n")
+            part.replace(note)
+        else:
+            note.unlink(missing_ok=True)
+
+
+def shortfall(path: Path) -> str:
+    """What the solution lost when the seconds at ``path`` were measured, or ""."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return _shortfall_file(path).read_text().strip()
+    return ""
 
 
 def measured(autograded: Path) -> dict[str, float]:
