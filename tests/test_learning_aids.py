@@ -250,10 +250,7 @@ def _spells_the_solution(hint: str, calls: list[str]) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(reason="08's DecoderLM hint 3 names its calls in order "
-                                               "(08's hints are rewritten separately)"))
-    if name == "08_modern_decoder" else name for name in ASSIGNMENTS])
+@pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_no_hint_reads_out_the_solution_in_words(repo, name):
     """No hint tier spells the solution's recipe: its own calls nested in one expression, or named in
     the order they run (in code or in words), which `test_no_hint_assembles_a_piece_of_the_solution`

@@ -928,7 +928,7 @@ _checks.check_DecoderBlock(globals())
 # </details>
 # <details><summary>Hint 3: the pieces</summary>
 #
-# Assigning an existing `nn.Parameter` object to an attribute of another module registers that same object there, so both modules hold one tensor; going through `.data`, `.clone()` or `copy_` would give the output layer a copy instead. In `forward`: `self.embedding`, then the blocks in `self.layers` (each returns a pair), then `self.norm` and `self.lm_head`.
+# Assigning an existing `nn.Parameter` object to an attribute of another module registers that same object there, so both modules hold one tensor; going through `.data`, `.clone()` or `copy_` would give the output layer a copy instead. In `forward`, the section's first sentence is the order to follow; remember that each block returns a pair, and only one of its parts goes on to the next block.
 #
 # </details>
 #
