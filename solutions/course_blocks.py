@@ -698,9 +698,10 @@ def train_epoch(model, loader, optimizer, scheduler, loss_fn, device, max_grad_n
     for src, tgt in loader:
         src, tgt = src.to(device), tgt.to(device)
         decoder_input, labels = make_teacher_forcing_batch(tgt, model.pad_id)
-        # bf16 mixed precision on a GPU; on a CPU whatever the caller set (an outer autocast) holds.
-        amp = (torch.autocast("cuda", dtype=torch.bfloat16) if torch.device(device).type == "cuda"
-               else contextlib.nullcontext())
+        # bf16 mixed precision on a GPU with bf16 tensor cores (compute capability 8.0 and up), float32
+        # on an older one; on a CPU whatever the caller set (an outer autocast) holds.
+        amp = (torch.autocast("cuda", dtype=torch.bfloat16, enabled=torch.cuda.is_bf16_supported(False))
+               if torch.device(device).type == "cuda" else contextlib.nullcontext())
         with amp:
             logits = model(src, decoder_input)  # (B, T, V)
         loss = loss_fn(logits.float(), labels)
