@@ -308,8 +308,8 @@ class Grader:
         shortfall = limits.shortfall(cache)
         if shortfall and not self.for_student:
             # for whoever grades a class; a student checking a notebook would read it as about theirs
-            print(f"warning: {shortfall}: grades made here may be wrong ({cache.name} beside it: delete both "
-                  "to measure again)", file=sys.stderr)
+            print(f"warning: {shortfall}: grades made here may be wrong (to measure again, delete {cache} and "
+                  "the .shortfall file beside it)", file=sys.stderr)
         SOLUTION_SECONDS[assignment.notebook] = seconds or {}
         return SOLUTION_SECONDS[assignment.notebook]
 
