@@ -95,3 +95,32 @@ def test_every_question_in_words_has_a_rubric_in_the_instructors_guide(repo):
     expected = {q.grade_id: (a.name[:2], q.points) for a in repo.assignments() for q in a.questions}
     assert rows == expected
     assert all(len(a.questions) >= 2 for a in repo.assignments())
+
+
+def test_every_question_in_words_has_calibration_answers_in_the_instructors_guide(repo):
+    """Each question of the sources has a "#### Calibration: `question_x` (NN)" block under the
+    rubrics, in notebook order, with exactly three answers marked "- **S of P.**": P the question's
+    points, one full (S = P), one partial (0 < S < P) and one none (S = 0), so a grader sees where
+    the rubric's lines fall."""
+    import re
+
+    text = (repo.root / "docs" / "instructors.md").read_text()
+    rubrics = text[text.index("### Rubrics"):]
+    rubrics = rubrics[: re.search(r"^## ", rubrics, re.M).start()]
+    heading = re.compile(r"^#### Calibration: `(question_\w+)` \((\d\d)\)$", re.M)
+    found = list(heading.finditer(rubrics))
+    blocks = {}
+    for m, nxt in zip(found, [*found[1:], None], strict=True):
+        assert m[1] not in blocks, f"{m[1]}: two calibration blocks"
+        body = rubrics[m.end(): nxt.start() if nxt else len(rubrics)]
+        marks = re.findall(r"^- \*\*([\d.]+) of ([\d.]+)\.\*\* ", body, re.M)
+        blocks[m[1]] = (m[2], [(float(s), float(p)) for s, p in marks])
+    expected = [(q.grade_id, a.name[:2], q.points) for a in repo.assignments() for q in a.questions]
+    assert [m[1] for m in found] == [q for q, _, _ in expected], "one block per question, in notebook order"
+    for question, notebook, points in expected:
+        where, marks = blocks[question]
+        assert where == notebook, f"{question}: block says notebook {where}, not {notebook}"
+        assert len(marks) == 3, f"{question}: {len(marks)} marked answers, not 3"
+        assert all(p == points for _, p in marks), f"{question}: marked out of other than {points}"
+        scores = sorted(s for s, _ in marks)
+        assert scores[0] == 0 and 0 < scores[1] < points and scores[2] == points, f"{question}: {scores}"
