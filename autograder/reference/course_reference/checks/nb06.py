@@ -413,6 +413,19 @@ def _pads(tokens: torch.Tensor, pad_id: int) -> str:
     return ", ".join(f"({r}, {c})" for r, c in (tokens == pad_id).nonzero().tolist()) or "(none)"
 
 
+def _scale_mistakes(side: str, stack: str, method: str, call: str, embedded: torch.Tensor, run,
+                    d_model: int) -> dict[str, torch.Tensor]:
+    """The two ways to get TokenEmbedding's sqrt(d_model) scale wrong on one side of the model (scaled
+    again, or undone), each with what ``run`` (the rest of ``method`` from the embeddings on) gives then."""
+    root = math.sqrt(d_model)
+    return {
+        f"the {side} embeddings are scaled by sqrt(d_model) = {root:.3g} twice: TokenEmbedding already "
+        f"multiplies by it, so {method} must not scale {call} again ({SECTION_MODEL}).": run(embedded * root),
+        f"the {side} embeddings reach the {stack} without the sqrt(d_model) = {root:.3g} scale (or divided "
+        f"by it): TokenEmbedding applies it, use {call} as it is ({SECTION_MODEL}).": run(embedded / root),
+    }
+
+
 def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
     gen = generator(606)
     deps = tuple(PARTS)
@@ -453,25 +466,13 @@ def check_Transformer(ns: dict[str, Any]) -> None:  # noqa: N802
                 mistakes[f"forward builds its masks with pad_id 0, not the model's own self.pad_id (here {pad_id}; "
                          f"{SECTION_MODEL})."] = reference.generator(
                     reference.decode(tgt, reference.encode(src, zero_src), zero_src, zero_tgt))
-            root = math.sqrt(d)
-            scale_src = {
-                f"the source embeddings are scaled by sqrt(d_model) = {root:.3g} twice: TokenEmbedding already "
-                f"multiplies by it, so encode must not scale src_embed(src) again ({SECTION_MODEL}).":
-                    reference.encoder(reference.positional_encoding(reference.src_embed(src) * root), src_mask),
-                f"the source embeddings reach the encoder without the sqrt(d_model) = {root:.3g} scale (or divided "
-                f"by it): TokenEmbedding applies it, use src_embed(src) as it is ({SECTION_MODEL}).":
-                    reference.encoder(reference.positional_encoding(reference.src_embed(src) / root), src_mask),
-            }
-            scale_tgt = {
-                f"the target embeddings are scaled by sqrt(d_model) = {root:.3g} twice: TokenEmbedding already "
-                f"multiplies by it, so decode must not scale tgt_embed(tgt) again ({SECTION_MODEL}).":
-                    reference.decoder(reference.positional_encoding(reference.tgt_embed(tgt) * root), memory,
-                                      src_mask, tgt_mask),
-                f"the target embeddings reach the decoder without the sqrt(d_model) = {root:.3g} scale (or divided "
-                f"by it): TokenEmbedding applies it, use tgt_embed(tgt) as it is ({SECTION_MODEL}).":
-                    reference.decoder(reference.positional_encoding(reference.tgt_embed(tgt) / root), memory,
-                                      src_mask, tgt_mask),
-            }
+            # (each lambda runs inside _scale_mistakes, in this iteration: B023 does not apply)
+            scale_src = _scale_mistakes("source", "encoder", "encode", "src_embed(src)", reference.src_embed(src),
+                                        lambda x: reference.encoder(reference.positional_encoding(x),  # noqa: B023
+                                                                    src_mask), d)  # noqa: B023
+            scale_tgt = _scale_mistakes("target", "decoder", "decode", "tgt_embed(tgt)", reference.tgt_embed(tgt),
+                                        lambda x: reference.decoder(reference.positional_encoding(x),  # noqa: B023
+                                                                    memory, src_mask, tgt_mask), d)  # noqa: B023
         got_memory = _call(ns, mine.encode, "Transformer.encode", src, src_mask, deps=deps)
         assert_matches(got_memory, memory, f"{what}.encode(src {tuple(src.shape)}, src_mask)", scale_src,
                        hint=f"memory = encoder(positional_encoding(src_embed(src)), src_mask) ({SECTION_MODEL}).")

@@ -457,19 +457,18 @@ def check_greedy_decode(ns: dict[str, Any]) -> None:
             if after_eos.any():
                 raise AssertionError(f"{what}: positions after a row's <eos> should hold model.pad_id; "
                                      f"row {int(after_eos.nonzero()[0, 0])} keeps generating ({SECTION_DECODE}).")
-        if (isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(0) == expected.size(0)
-                and got.size(1) > expected.size(1)):
-            head, real = got[:, :expected.size(1)], expected != PAD
-            if torch.equal(head[real], expected[real]) and not torch.equal(head, expected):
+        if isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(1) > expected.size(1):  # too long
+            head = got[:, :expected.size(1)]
+            if torch.equal(head, expected):
+                raise AssertionError(f"{what}: the output has {got.size(1)} columns, expected {expected.size(1)}: "
+                                     f"stop as soon as every row has produced <eos> ({SECTION_DECODE}).")
+            real = expected != PAD
+            if head.shape == expected.shape and torch.equal(head[real], expected[real]):
                 row = int((head != expected).nonzero()[0, 0])
                 raise AssertionError(
                     f"{what}: row {row} keeps generating after its <eos>, and the output has {got.size(1)} columns, "
                     f"expected {expected.size(1)}. A row stops at its <eos> (model.pad_id after it), and decoding "
                     f"stops as soon as every row has produced <eos> ({SECTION_DECODE}).")
-        if (isinstance(got, torch.Tensor) and got.dim() == 2 and got.size(1) > expected.size(1)
-                and torch.equal(got[:, :expected.size(1)], expected)):
-            raise AssertionError(f"{what}: the output has {got.size(1)} columns, expected {expected.size(1)}: "
-                                 f"stop as soon as every row has produced <eos> ({SECTION_DECODE}).")
         assert_matches(got, expected, what, hint=f"Column 0 is bos_id, then per step the argmax of the LAST position's "
                                                  f"logits ({SECTION_DECODE}).")
     # 2. A real (tiny, random) Transformer: the same tokens as the reference.
