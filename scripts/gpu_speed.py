@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "course" / "07_training"), str(ROOT / "autograder" / "reference")]
+os.environ.setdefault("TQDM_DISABLE", "1")  # the notebook's translate draws a bar per call: not in a log
 
 import multi30k  # noqa: E402
 import torch  # noqa: E402
@@ -118,26 +119,22 @@ def flops_per_token(model, loader, loss_fn, device, amp_dtype, batches: int = 12
     return flops / tokens
 
 
-def translate(model, sentences, tokenizer, device, config, decode=greedy_decode, batch_size: int = 200):
-    """German -> English as notebook 07's ``translate`` does it (sorted by length, bf16 on a GPU)."""
-    model.eval()
-    encoded = [ids[:127] + [multi30k.EOS_ID] for ids in tokenizer.encode(sentences)]
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-    out = [""] * len(encoded)
-    for first in range(0, len(order), batch_size):
-        rows = order[first:first + batch_size]
-        src = multi30k.pad([encoded[i] for i in rows]).to(device)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            max_len = min(int(src.size(1) * 1.5) + 10, config.max_output_len)
-            ids = decode(model, src, max_len=max_len, bos_id=multi30k.BOS_ID, eos_id=multi30k.EOS_ID)
-        for i, text in zip(rows, multi30k.decode_ids(tokenizer, ids.cpu()), strict=True):
-            out[i] = text
-    return out
+def notebook_translate(tokenizer, device: torch.device, config):
+    """The notebook's own ``translate`` (greedy by default, sorted by length, bf16 where the GPU has it),
+    bound to this run's tokenizer, device and configuration."""
+    from tqdm.auto import tqdm
+
+    bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported(False)
+    namespace = {"torch": torch, "multi30k": multi30k, "tqdm": tqdm, "greedy_decode": greedy_decode,
+                 "BOS_ID": multi30k.BOS_ID, "EOS_ID": multi30k.EOS_ID, "tokenizer": tokenizer, "device": device,
+                 "CONFIG": config, "autocast": lambda: torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)}
+    exec(notebook_cell("def translate(", "\n\n@torch.no_grad()\ndef validation_loss"), namespace)
+    return namespace["translate"]
 
 
 def run(variant: str, config, data, device, cap: float, target: float, first_eval: float, every: float) -> dict:
     """Train one variant until the validation BLEU reaches ``target`` or ``cap`` seconds of training pass."""
-    tokenizer, train_loader, val_de, val_en = data
+    translate, train_loader, val_de, val_en = data
     torch.manual_seed(0)
     model = Transformer(config.vocab_size, config.vocab_size, d_model=config.d_model, num_heads=config.num_heads,
                         num_layers=config.num_layers, d_ff=config.d_ff, dropout=config.dropout,
@@ -201,7 +198,7 @@ def run(variant: str, config, data, device, cap: float, target: float, first_eva
                 first_step = time.monotonic() - begin
         synchronize(device)
         trained += time.monotonic() - begin
-        bleu = multi30k.bleu(translate(model, val_de, tokenizer, device, config), val_en)["cased"].score
+        bleu = multi30k.bleu(translate(model, val_de), val_en)["cased"].score
         history.append({"seconds": round(trained, 1), "steps": step, "val_bleu": round(bleu, 2)})
         print(f"  {variant}: {trained:6.1f} s, step {step:5d}, val BLEU {bleu:5.2f}", flush=True)
         if bleu >= target:
@@ -220,7 +217,7 @@ def run(variant: str, config, data, device, cap: float, target: float, first_eva
     return row, model
 
 
-def decoders(model, tokenizer, test_de, device, config) -> dict:
+def decoders(model, translate, tokenizer, test_de, device) -> dict:
     """Section 13 (greedy with and without the cache, 200 sentences, 60 tokens) and beam 4 against
     greedy over the whole test split, each after a warm-up call, the GPU's queue drained around it."""
     cached = greedy_decode_cached()
@@ -235,10 +232,10 @@ def decoders(model, tokenizer, test_de, device, config) -> dict:
             synchronize(device)
         out[f"{label}_200_s"] = round(time.perf_counter() - begin, 3)
     for label, decode in (("greedy", greedy_decode), ("beam4", partial(beam_search, beam_size=4, length_penalty=0.6))):
-        translate(model, test_de[:16], tokenizer, device, config, decode)
+        translate(model, test_de[:16], decode=decode)
         synchronize(device)
         begin = time.perf_counter()
-        out[f"{label}_test"] = translate(model, test_de, tokenizer, device, config, decode)
+        out[f"{label}_test"] = translate(model, test_de, decode=decode)
         synchronize(device)
         out[f"{label}_test_s"] = round(time.perf_counter() - begin, 2)
     return out
@@ -278,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = multi30k.train_tokenizer(train_de + train_en, vocab_size=config.vocab_size, model_type="bpe")
     train_loader = multi30k.BatchLoader(multi30k.encode_pairs(tokenizer, train_de, train_en),
                                         max_tokens=config.batch_tokens, shuffle=True)
-    data = (tokenizer, train_loader, val_de, val_en)
+    translate = notebook_translate(tokenizer, device, config)
+    data = (translate, train_loader, val_de, val_en)
     print(f"data and tokenizer: {time.monotonic() - began:.0f} s; {len(train_loader)} batches per epoch", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for index, variant in enumerate(args.variants.split(",")):
@@ -302,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{variant}: FAILED {row['error']}", flush=True)
         if index == 0 and model is not None:
-            timing = decoders(model, tokenizer, test_de, device, config)
+            timing = decoders(model, translate, tokenizer, test_de, device)
             greedy = multi30k.bleu(timing.pop("greedy_test"), test_en)["cased"].score
             beam = multi30k.bleu(timing.pop("beam4_test"), test_en)["cased"].score
             timing.update(greedy_test_bleu=round(greedy, 2), beam4_test_bleu=round(beam, 2))
