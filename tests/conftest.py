@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GRADING_TIMEOUT = 60
 
 
+# A check leaves no server behind in the tests (one test turns it on: test_journeys.py).
+os.environ.setdefault("COURSE_CHECK_SERVER", "off")
+
 # Tests and CI read Multi30k from the shared read-only copy beside the checkout (never downloaded).
 SHARED_MULTI30K = Repo(ROOT).shared_multi30k
 Repo(ROOT).prefer_shared_multi30k()

@@ -5,12 +5,17 @@ fails if the README stops saying it."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -214,3 +219,55 @@ def test_make_install_is_a_no_op_once_installed():
         pytest.skip("the suite runs outside the Makefile's .venv")
     result = run(["make", "-q", "install"], ROOT, timeout=60)
     assert result.returncode == 0, "make install would reinstall: the stamp is older than pyproject.toml"
+
+
+def _server_files(folder: Path) -> list[str]:
+    return sorted(p.suffix for p in folder.glob("*")) if folder.is_dir() else []
+
+
+def test_a_second_check_is_answered_by_the_warm_server_the_first_left(tmp_path, monkeypatch):
+    """The first check runs from nothing and leaves a server behind; the next checks get the same
+    answers from it, a wrong path included; a socket left by a killed server does not stop a new one;
+    the server removes its files when it ends."""
+    from transformer_course.grading import check_server
+    from transformer_course.layout import Repo
+
+    monkeypatch.setenv("COURSE_CHECK_SERVER", "on")
+    # A folder of servers of this test's own; short, as the kernels' IPC sockets' paths beneath it must be.
+    monkeypatch.setenv("TMPDIR", tempfile.mkdtemp(prefix="tc-j-", dir="/tmp"))
+    monkeypatch.setenv("COURSE_CHECK_IDLE", "300")
+    monkeypatch.setattr("tempfile.tempdir", None)
+    folder = check_server.folder()
+    name = check_server.key(Repo(ROOT), GRADING_TIMEOUT)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(folder / f"{name}.sock"))  # as a server killed with SIGKILL leaves it: nobody listens
+    stale.close()
+    wrong = tmp_path / "01_self_attention.ipynb"
+    wrong.write_text((ROOT / "solutions" / "01_self_attention.ipynb").read_text().replace(
+        "return query @ key.transpose(-2, -1)", "return key @ query.transpose(-2, -1)"))
+    check = [CLI, "check", "--timeout", str(GRADING_TIMEOUT)]
+    try:
+        cold = run([*check, str(wrong)], ROOT)
+        assert cold.returncode == 0 and "01_self_attention: 9 / 11" in cold.stdout, cold.stderr
+        for _ in range(300):  # it starts as the first check ends: a person takes longer to type the next
+            if check_server._listening(folder / f"{name}.sock"):
+                break
+            time.sleep(0.1)
+        warm = [run([*check, str(wrong)], ROOT), run([*check, "solutions/01_self_attention.ipynb"], ROOT),
+                run([*check, "path/to/01_self_attention.ipynb"], ROOT)]
+        log = (folder / f"{name}.log").read_text()
+        assert log.count("answered in") == 3, log
+        assert (warm[0].returncode, warm[0].stdout) == (0, cold.stdout)
+        assert warm[1].returncode == 0 and "01_self_attention: 11 / 11" in warm[1].stdout
+        assert warm[2].returncode == 2 and "no notebook at" in warm[2].stderr
+        assert _server_files(folder) == [".json", ".log", ".sock"]
+    finally:
+        for record in folder.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(json.loads(record.read_text())["pid"], signal.SIGTERM)
+    for _ in range(100):
+        if not _server_files(folder):
+            break
+        time.sleep(0.1)
+    assert _server_files(folder) == [], "a stopped server removes its socket, record and log"
+    shutil.rmtree(folder.parent, ignore_errors=True)

@@ -133,28 +133,46 @@ def _grade(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import tempfile
 
-    from transformer_course.grading import workarea
+    from transformer_course.grading import check_server, workarea
 
     repo = Repo()
+    notebook = _user_path(args.notebook)
+    if (answer := check_server.ask(repo, notebook, args.timeout, args.json)) is not None:
+        out, err, code = answer  # the warm server's (grading/check_server.py)
+        print(err, end="", file=sys.stderr)
+        print(out, end="")
+        return code
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
         work = Path(tmp) / "nbgrader"
         workarea.create(work, repo)  # its kernel template imports torch while the grader's modules import
-        from transformer_course.grading.grade import check, exercise_table
+        from transformer_course.grading.grade import check
 
-        result = check(_user_path(args.notebook), repo, timeout=args.timeout, work=work, created=True)
-    if args.json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
-        print(json.dumps({"assignment": result.assignment, "status": result.status, "reason": result.reason,
-                          "score": result.score, "max_score": result.max_score,
-                          "exercises": [vars(e) for e in result.exercises]}, indent=1))
+        result = check(notebook, repo, timeout=args.timeout, work=work, created=True)
+    text, code = check_answer(result, repo, args.json)
+    print(text, end="")
+    sys.stdout.flush()
+    check_server.start(repo, args.timeout)  # for the next check: set up while this answer is read
+    return code
+
+
+def check_answer(result, repo: Repo, as_json: bool) -> tuple[str, int]:
+    """What ``check`` prints for ``result`` (a :class:`~.grade.SubmissionResult`), and its exit code."""
+    from transformer_course.grading.grade import exercise_table
+
+    if as_json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
+        text = json.dumps({"assignment": result.assignment, "status": result.status, "reason": result.reason,
+                           "score": result.score, "max_score": result.max_score,
+                           "exercises": [vars(e) for e in result.exercises]}, indent=1)
     else:
-        print(exercise_table(result))
+        lines = [exercise_table(result)]
         if result.reason:
-            print(result.reason)
+            lines.append(result.reason)
         assignment = repo.assignment(result.assignment)
         if assignment.questions:
-            print(f"Not in this score: {count(len(assignment.questions), 'question')} answered in words "
-                  f"({assignment.manual_max_score:g} points), which your instructor grades by hand.")
-    return 1 if result.status == GRADER_ERROR else 0
+            lines.append(f"Not in this score: {count(len(assignment.questions), 'question')} answered in words "
+                         f"({assignment.manual_max_score:g} points), which your instructor grades by hand.")
+        text = "\n".join(lines)
+    return text + "\n", 1 if result.status == GRADER_ERROR else 0
 
 
 def _gradescope(args: argparse.Namespace) -> int:

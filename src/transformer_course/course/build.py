@@ -72,10 +72,11 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def convert_sources(repo: Repo) -> list[Assignment]:
+def convert_sources(repo: Repo, only: str | None = None) -> list[Assignment]:
     """Write each ``NN.source.py`` as ``NN.ipynb`` beside it (nbgrader's source notebook),
-    and the module of earlier reference code for notebooks that import it."""
-    assignments = repo.assignments()
+    and the module of earlier reference code for notebooks that import it; ``only``: that
+    assignment alone (one notebook to check: one conversion, not eight)."""
+    assignments = [a for a in repo.assignments() if only in (None, a.name)]
     for assignment in assignments:
         blocks = assignment.source_file.with_name(BLOCKS_MODULE)
         if assignment.uses_blocks:

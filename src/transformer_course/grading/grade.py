@@ -208,7 +208,7 @@ class Grader:
         forkserver.set_memory(memory_mb)  # the memory cgroup of the sandboxes started from now on
         if not created:
             workarea.create(work, self.repo)  # the template imports while nbgrader sets up
-        self.assignments = [a for a in convert_sources(self.repo) if only in (None, a.name)]
+        self.assignments = convert_sources(self.repo, only)
         shutil.copytree(self.repo.source, work / "source", ignore=workarea.IGNORED)
         self.api = generated_course(work, self.repo, self.assignments, timeout=timeout, memory_mb=memory_mb,
                                     notebook_timeout=notebook_timeout, max_output_mb=max_output_mb, sandbox=True,
@@ -477,6 +477,23 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
     import tempfile
 
     repo = repo or Repo()
+    assignment = assignment_of(notebook, repo)
+    with contextlib.nullcontext(None) if work else tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
+        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout, only=assignment.name,
+                        created=created and work is not None)
+        try:
+            return check_with(grader, assignment, notebook)
+        finally:
+            forkserver.stop_all()  # its kernel template mounts the folder about to be removed
+
+
+def assignment_of(notebook: Path, repo: Repo) -> Assignment:
+    """The assignment ``notebook`` belongs to: by its file name, its folder, or its answer cells.
+
+    Raises:
+        FileNotFoundError: the notebook does not exist.
+        ValueError: the notebook belongs to no assignment of the course.
+    """
     if not notebook.is_file():
         raise FileNotFoundError(f"no notebook at {notebook}")
     assignments = repo.assignments()
@@ -488,23 +505,22 @@ def check(notebook: Path, repo: Repo | None = None, timeout: int = 30, work: Pat
     if not match:
         raise ValueError(f"{notebook} is not a notebook of this course (assignments: "
                          f"{', '.join(a.name for a in assignments)})")
-    assignment = match[0]
-    with contextlib.nullcontext(None) if work else tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
-        grader = Grader(work or Path(tmp) / "nbgrader", repo, timeout, only=assignment.name,
-                        created=created and work is not None)
-        grader.for_student = True
-        # The grader runs the test cells again on the reference in this process (torch) to compare
-        # the values they checked: done while the kernel runs the notebook, not after it.
-        tests = list(trusted_tests(grader.work / "source" / assignment.name / f"{assignment.notebook}.ipynb").values())
-        if not workarea.judged(repo.reference, assignment.notebook):  # judged: no second run to compare with
-            threading.Thread(target=_warm_verify, args=(repo.reference, assignment.notebook, tests),
-                             daemon=True).start()
-        try:
-            return grader.grade("self", assignment, notebook.resolve(), "")
-        except GraderError as exc:
-            return grader_failure("self", assignment, exc)
-        finally:
-            forkserver.stop_all()  # its kernel template mounts the folder about to be removed
+    return match[0]
+
+
+def check_with(grader: Grader, assignment: Assignment, notebook: Path) -> SubmissionResult:
+    """:func:`check` with a grader set up already (one process's, or the warm check server's)."""
+    grader.for_student = True
+    # The grader runs the test cells again on the reference in this process (torch) to compare
+    # the values they checked: done while the kernel runs the notebook, not after it.
+    tests = list(trusted_tests(grader.work / "source" / assignment.name / f"{assignment.notebook}.ipynb").values())
+    if not workarea.judged(grader.repo.reference, assignment.notebook):  # judged: no second run to compare with
+        threading.Thread(target=_warm_verify, args=(grader.repo.reference, assignment.notebook, tests),
+                         daemon=True).start()
+    try:
+        return grader.grade("self", assignment, notebook.resolve(), "")
+    except GraderError as exc:
+        return grader_failure("self", assignment, exc)
 
 
 def _warm_verify(reference: Path, notebook: str, tests: list[str]) -> None:

@@ -17,7 +17,6 @@ channel, so the reference's code never enters the kernel.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import io
@@ -837,33 +836,6 @@ def base_namespace() -> dict[str, Any]:
     import torch.nn.functional as functional
 
     return {"__name__": "__main__", "torch": torch, "F": functional, "nn": torch.nn, "math": math}
-
-
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-
-
-def definitions(source: str) -> str:
-    """The statements of test cell ``source`` that define names without running anything of the
-    notebook: functions, classes, imports, and names bound to literals (07's ``copy_task_batches``,
-    ``corpus``). A judge that replaces a stopped one runs these of every earlier test cell of its
-    notebook first, so what those cells defined is there for the next ones, and no test runs twice;
-    what they computed by calling the notebook's code is not computed again (no later test cell of
-    the course reads such a value)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    kept = []
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
-            try:
-                ast.literal_eval(statement.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                continue
-            kept.append(statement)
-        elif isinstance(statement, _DEFINITIONS):
-            kept.append(statement)
-    return ast.unparse(ast.Module(body=kept, type_ignores=[]))
 
 
 def run_test(link: Link, source: str, grade_id: str, reference: Path | None = None) -> tuple[str, str, str]:

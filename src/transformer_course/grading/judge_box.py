@@ -32,6 +32,7 @@ about the sandbox already says. Where judges are boxed, one that cannot start ma
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -324,3 +325,30 @@ def main(args: dict) -> None:
         verdict = judge.test(str(message["source"]), str(message["grade_id"]), float(message["limit"]))
         lines.send({"verdict": list(verdict)})
     judge.close()
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def definitions(source: str) -> str:
+    """The statements of test cell ``source`` that define names without running anything of the
+    notebook: functions, classes, imports, and names bound to literals (07's ``copy_task_batches``,
+    ``corpus``). A judge that replaces a stopped one runs these of every earlier test cell of its
+    notebook first, so what those cells defined is there for the next ones, and no test runs twice;
+    what they computed by calling the notebook's code is not computed again (no later test cell of
+    the course reads such a value)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    kept = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
+            try:
+                ast.literal_eval(statement.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            kept.append(statement)
+        elif isinstance(statement, _DEFINITIONS):
+            kept.append(statement)
+    return ast.unparse(ast.Module(body=kept, type_ignores=[]))

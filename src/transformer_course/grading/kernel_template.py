@@ -132,6 +132,22 @@ def call(request: dict, channel: tuple[int, int]) -> None:
     os._exit(code)
 
 
+def warm_meta() -> None:
+    """A process's first operations on the meta device (the tests use it to find tensors made on the
+    CPU where a GPU was asked for) import some 800 modules of torch: 1.2 s on a 2-core machine, in
+    each kernel and each judge of a notebook whose tests use it. Done here once, every process forked
+    after has them."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        t = torch.zeros(2, 3, device="meta")
+        torch.cat([torch.full_like(t[:, :1], 1), t[:, :-1]], dim=1)
+        (t @ t.T).softmax(-1).masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0.0)
+    except Exception:  # noqa: BLE001 (a torch without the meta device: its processes pay for it themselves)
+        pass
+
+
 def serve(warm: list[str]) -> None:
     # The requests' pipe moves off 0 and 1, which point at /dev/null: no kernel inherits it.
     channel = (os.dup(0), os.dup(1))
@@ -146,6 +162,7 @@ def serve(warm: list[str]) -> None:
             __import__(name)
         except Exception:  # a missing optional package: its kernels import it themselves
             pass
+    warm_meta()
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     exits: dict[int, int] = {}
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from transformer_course.grading import recorder
 from transformer_course.grading.recorder import MAX_ANSWER_CHARS
 
 # Methods of torch.nn.Module a student's code may call on the grader's module.
@@ -317,7 +318,9 @@ def decode(text: str) -> Any:
     stored, not compressed, none repeated), the bytes of its pickled plain data and what they would
     build (:data:`MAX_PLAIN_BYTES`, :data:`MAX_PLAIN_MEMORY`); then, read with
     ``torch.load(weights_only=True)``, the elements of each list, dict and string in it and of the
-    whole message (:func:`check_message`).
+    whole message (:func:`check_message`). A message of plain values written as a literal
+    (:func:`.recorder.literal`: at most :data:`~.recorder.MAX_LITERAL` characters) is read with
+    ``ast.literal_eval`` and checked the same way.
 
     Raises:
         Refused: a message over a bound, saying which (the student's code sent it).
@@ -328,6 +331,10 @@ def decode(text: str) -> Any:
     if len(text) > MAX_MESSAGE_CHARS:
         raise Refused(f"your code sent the grader {len(text) / 1e6:,.0f} MB at once "
                       f"(at most {MAX_MESSAGE_CHARS / 1e6:,.0f} MB): larger than any test's")
+    if text.startswith(recorder.LITERAL):  # plain values only, read without building anything else
+        value = recorder.literal(text)
+        check_message(value)
+        return value
     raw = base64.b64decode(text, validate=True)
     pickles = _archive_pickles(raw)
     for pickled in pickles:

@@ -29,7 +29,7 @@ from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
 from transformer_course.grading import cputime, forkserver, judge_box
-from transformer_course.grading.judge_box import BoxedJudge, LocalJudge
+from transformer_course.grading.judge_box import BoxedJudge, LocalJudge, definitions
 from transformer_course.grading.workarea import judged, kernel_mounts
 from transformer_course.layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
 
@@ -440,8 +440,6 @@ class KeepGradesOnCrash(Execute):
     def _judge(self, cell, resources, index, limit: float):
         """Run the test cell in the notebook's judge (:mod:`.judge_box`), its calls into the student's code
         going to the kernel (:mod:`.judge`): the whole cell, the grader's work included, within ``limit`` s."""
-        from transformer_course.grading.judge import definitions
-
         cell.metadata["course_judged"] = True
         source, grade_id = cell.metadata["course_guard_source"], _grade_id(cell) or ""
         if self._judging is None:
@@ -479,8 +477,6 @@ class KeepGradesOnCrash(Execute):
         """This notebook's judge: in a box of its own (:mod:`.judge_box`) where kernels are forked in the
         sandbox, else in this process. Where the box is on and a judge cannot start in it, the notebook is
         the grader's failure (``grader-error``, graded again next run), never judged here instead."""
-        from transformer_course.grading.judge import Link
-
         # The reference the kernel can still see (earlier notebooks' checks need it) must not run
         # for the student: its folders, from the kernel's PYTHONPATH (workarea.reference_on_path).
         # Only folders that hold reference code: with every notebook judged there is none, and the
@@ -496,6 +492,8 @@ class KeepGradesOnCrash(Execute):
                                   cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()), clock=self._cpu)
             except (forkserver.TemplateError, OSError, KeyError, TypeError, ValueError) as exc:
                 raise RuntimeError(f"the judge of {self._notebook} could not start in its sandbox ({exc})") from exc
+        from transformer_course.grading.judge import Link  # torch: only where the judge runs in this process
+
         return LocalJudge(Link(self.km.blocking_client(), watched=watched, interrupt=interrupt, alive=alive),
                           self.reference, clock=self._cpu)
 
