@@ -38,8 +38,10 @@ grade: build
 test: install
 	$(BIN)/python -m pytest -q
 
+# BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min).
+BENCH_FLAGS ?=
 bench: install
-	$(BIN)/python -m transformer_course.quality.bench
+	$(BIN)/python -m transformer_course.quality.bench $(BENCH_FLAGS)
 
 # The solution notebooks executed under the oldest and newest torch the course supports
 # (environments in .venv-compat/, about 6 GB each where only CUDA builds can be had).

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import os
 import sys
 from pathlib import Path
@@ -38,6 +37,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 _AS_COMMAND = False  # run(): this process ends after the command
+CHECK_TIMEOUT = 30  # s of CPU time a cell may spend in `check`, unless --timeout says otherwise
 
 
 def _traceback(args: argparse.Namespace) -> None:
@@ -145,34 +145,14 @@ def _check(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
         work = Path(tmp) / "nbgrader"
         workarea.create(work, repo)  # its kernel template imports torch while the grader's modules import
-        from transformer_course.grading.grade import check
+        from transformer_course.grading.grade import check, check_report
 
         result = check(notebook, repo, timeout=args.timeout, work=work, created=True)
-    text, code = check_answer(result, repo, args.json)
+    text, code = check_report(result, repo, args.json)
     print(text, end="")
     sys.stdout.flush()
     check_server.start(repo, args.timeout)  # for the next check: set up while this answer is read
     return code
-
-
-def check_answer(result, repo: Repo, as_json: bool) -> tuple[str, int]:
-    """What ``check`` prints for ``result`` (a :class:`~.grade.SubmissionResult`), and its exit code."""
-    from transformer_course.grading.grade import exercise_table
-
-    if as_json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
-        text = json.dumps({"assignment": result.assignment, "status": result.status, "reason": result.reason,
-                           "score": result.score, "max_score": result.max_score,
-                           "exercises": [vars(e) for e in result.exercises]}, indent=1)
-    else:
-        lines = [exercise_table(result)]
-        if result.reason:
-            lines.append(result.reason)
-        assignment = repo.assignment(result.assignment)
-        if assignment.questions:
-            lines.append(f"Not in this score: {count(len(assignment.questions), 'question')} answered in words "
-                         f"({assignment.manual_max_score:g} points), which your instructor grades by hand.")
-        text = "\n".join(lines)
-    return text + "\n", 1 if result.status == GRADER_ERROR else 0
 
 
 def _gradescope(args: argparse.Namespace) -> int:
@@ -293,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("notebook", help="path to your NN_name.ipynb")
     p.add_argument("--json", action="store_true",
                    help="print the result as JSON (score, max_score, per-exercise score, max_score, feedback)")
-    p.add_argument("--timeout", type=int, default=30, help="CPU seconds a cell may spend (default 30)")
+    p.add_argument("--timeout", type=int, default=CHECK_TIMEOUT,
+                   help=f"CPU seconds a cell may spend (default {CHECK_TIMEOUT})")
     p.set_defaults(func=_check)
 
     p = sub.add_parser("gradescope", help="a Gradescope autograder zip for one assignment")

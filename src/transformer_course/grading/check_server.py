@@ -58,9 +58,12 @@ def folder() -> Path | None:
     """This user's folder for check servers, created private; None where it exists but is not (a folder
     another user made, or a link): the checks then run without a server."""
     path = Path(tempfile.gettempdir()) / f"tc-check-{os.getuid()}"
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    info = path.lstat()
+    try:
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+        info = path.lstat()
+    except OSError:  # a temporary folder that cannot be written
+        return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
     return path
@@ -98,6 +101,25 @@ def ask(repo: Repo, notebook: Path, timeout: int, as_json: bool) -> tuple[str, s
     except (OSError, ValueError, AttributeError):  # no server (a stale socket), or it broke off
         pass
     return None
+
+
+def ready(repo: Repo, timeout: int, wait: float = 120) -> bool:
+    """Whether a server for this course and these settings answers (set up), waiting at most ``wait`` s
+    for one to start and set up."""
+    where = folder()
+    if where is None:
+        return False
+    path, deadline = where / f"{key(repo, timeout)}.sock", time.monotonic() + wait
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(max(1.0, deadline - time.monotonic()))
+            conn.connect(str(path))
+            conn.sendall(json.dumps({"ping": True}).encode())
+            conn.shutdown(socket.SHUT_WR)
+            if json.loads(b"".join(iter(lambda: conn.recv(1 << 16), b""))).get("code") == 0:
+                return True
+        time.sleep(0.1)
+    return False
 
 
 def start(repo: Repo, timeout: int) -> None:
@@ -149,9 +171,8 @@ def serve(root: Path, timeout: int, name: str) -> None:
         try:
             record.write_text(json.dumps({"pid": os.getpid(), "root": str(repo.root)}))
             server.listen(8)
-            from transformer_course.cli import check_answer
             from transformer_course.grading import workarea
-            from transformer_course.grading.grade import Grader, assignment_of, check_with
+            from transformer_course.grading.grade import Grader, assignment_of, check_report, check_with
 
             work = Path(tmp) / "nbgrader"
             workarea.create(work, repo)
@@ -166,12 +187,14 @@ def serve(root: Path, timeout: int, name: str) -> None:
                 with conn:
                     conn.settimeout(30)
                     started = time.perf_counter()
-                    answer = _answer(conn, repo, grader, check_answer, assignment_of, check_with)
+                    answer = _answer(conn, repo, grader, check_report, assignment_of, check_with)
                     if answer is None:
                         continue  # a connection that asked nothing (a check that a server listens)
                     with contextlib.suppress(OSError):
                         conn.sendall(json.dumps(answer).encode())
-                    print(f"answered in {time.perf_counter() - started:.2f} s: exit {answer.get('code')}", flush=True)
+                    if not answer.get("ping"):
+                        print(f"answered in {time.perf_counter() - started:.2f} s: exit {answer.get('code')}",
+                              flush=True)
                     if answer.get("broken"):
                         break  # the client checks from nothing; a fresh server next time
         finally:
@@ -210,7 +233,7 @@ def _listening(path: Path) -> bool:
     return True
 
 
-def _answer(conn: socket.socket, repo: Repo, grader: Any, check_answer: Any, assignment_of: Any,
+def _answer(conn: socket.socket, repo: Repo, grader: Any, check_report: Any, assignment_of: Any,
             check_with: Any) -> dict[str, Any] | None:
     try:
         if not _peer_is_me(conn):
@@ -221,6 +244,8 @@ def _answer(conn: socket.socket, repo: Repo, grader: Any, check_answer: Any, ass
         if not data:
             return None
         request = json.loads(data)
+        if request == {"ping": True}:  # ready(): set up and answering
+            return {"out": "", "err": "", "code": 0, "ping": True}
         notebook, as_json = Path(request["notebook"]), bool(request.get("json"))
     except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
         return {"error": f"unreadable request ({exc})"}
@@ -229,7 +254,7 @@ def _answer(conn: socket.socket, repo: Repo, grader: Any, check_answer: Any, ass
         with contextlib.redirect_stdout(printed):
             assignment = assignment_of(notebook, repo)
             result = check_with(grader, assignment, notebook)
-            text, code = check_answer(result, repo, as_json)
+            text, code = check_report(result, repo, as_json)
         return {"out": text, "err": printed.getvalue(), "code": code}
     except (FileNotFoundError, ValueError, KeyError) as exc:  # what the command says of a wrong path
         return {"out": "", "err": printed.getvalue() + f"transformer-course check: error: {exc}\n", "code": 2}

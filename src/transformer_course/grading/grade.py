@@ -523,6 +523,28 @@ def check_with(grader: Grader, assignment: Assignment, notebook: Path) -> Submis
         return grader_failure("self", assignment, exc)
 
 
+def check_report(result: SubmissionResult, repo: Repo, as_json: bool) -> tuple[str, int]:
+    """What ``transformer-course check`` prints for ``result``, and its exit code."""
+    import json
+
+    from transformer_course.words import count
+
+    if as_json:  # for a CI job or an LMS: one JSON object on stdout, nothing else
+        text = json.dumps({"assignment": result.assignment, "status": result.status, "reason": result.reason,
+                           "score": result.score, "max_score": result.max_score,
+                           "exercises": [vars(e) for e in result.exercises]}, indent=1)
+    else:
+        lines = [exercise_table(result)]
+        if result.reason:
+            lines.append(result.reason)
+        assignment = repo.assignment(result.assignment)
+        if assignment.questions:
+            lines.append(f"Not in this score: {count(len(assignment.questions), 'question')} answered in words "
+                         f"({assignment.manual_max_score:g} points), which your instructor grades by hand.")
+        text = "\n".join(lines)
+    return text + "\n", 1 if result.status == GRADER_ERROR else 0
+
+
 def _warm_verify(reference: Path, notebook: str, tests: list[str]) -> None:
     from transformer_course.grading import verify  # imports torch
 

@@ -40,23 +40,24 @@ MAX_LITERAL = 65_536  # characters: small messages only (one call's numbers); th
 _SCALARS = (type(None), bool, int, str)
 
 
-def plain(value: Any, budget: list[int] | None = None) -> bool:
+def plain(value: Any, budget: list[int] | None = None, depth: int = 0) -> bool:
     """Whether ``value`` is made of ``None``, bools, ints, finite floats and strings, in lists, tuples
     and dicts keyed by strings or ints, exactly those types (no subclass: its ``repr`` could be anything),
-    at most 2,000 of them: what ``repr`` writes and ``ast.literal_eval`` reads back unchanged."""
+    at most 2,000 of them nested at most 32 deep: what ``repr`` writes and ``ast.literal_eval`` reads
+    back unchanged."""
     budget = [2000] if budget is None else budget
     budget[0] -= 1
     kind = type(value)
-    if budget[0] < 0:
+    if budget[0] < 0 or depth > 32:
         return False
     if kind in _SCALARS:
         return True
     if kind is float:
         return math.isfinite(value)
     if kind is list or kind is tuple:
-        return all(plain(v, budget) for v in value)
+        return all(plain(v, budget, depth + 1) for v in value)
     if kind is dict:
-        return all(type(k) in (str, int) and plain(v, budget) for k, v in value.items())
+        return all(type(k) in (str, int) and plain(v, budget, depth + 1) for k, v in value.items())
     return False
 
 
