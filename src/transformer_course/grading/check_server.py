@@ -161,7 +161,10 @@ def serve(root: Path, timeout: int, name: str) -> None:
     repo = Repo(root)
     path, record = where / f"{name}.sock", where / f"{name}.json"
     stop_others(where, repo.root, name)
-    idle = float(os.environ.get("COURSE_CHECK_IDLE", IDLE_S))
+    try:
+        idle = float(os.environ.get("COURSE_CHECK_IDLE", IDLE_S))
+    except ValueError:  # not a number: the default
+        idle = IDLE_S
     with tempfile.TemporaryDirectory(prefix="tc-checkd-") as tmp, \
             socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         if not _bind(server, path):
@@ -172,7 +175,7 @@ def serve(root: Path, timeout: int, name: str) -> None:
             record.write_text(json.dumps({"pid": os.getpid(), "root": str(repo.root)}))
             server.listen(8)
             from transformer_course.grading import workarea
-            from transformer_course.grading.grade import Grader, assignment_of, check_report, check_with
+            from transformer_course.grading.grade import Grader
 
             work = Path(tmp) / "nbgrader"
             workarea.create(work, repo)
@@ -187,7 +190,7 @@ def serve(root: Path, timeout: int, name: str) -> None:
                 with conn:
                     conn.settimeout(30)
                     started = time.perf_counter()
-                    answer = _answer(conn, repo, grader, check_report, assignment_of, check_with)
+                    answer = _answer(conn, repo, grader)
                     if answer is None:
                         continue  # a connection that asked nothing (a check that a server listens)
                     with contextlib.suppress(OSError):
@@ -233,8 +236,11 @@ def _listening(path: Path) -> bool:
     return True
 
 
-def _answer(conn: socket.socket, repo: Repo, grader: Any, check_report: Any, assignment_of: Any,
-            check_with: Any) -> dict[str, Any] | None:
+def _answer(conn: socket.socket, repo: Repo, grader: Any) -> dict[str, Any] | None:
+    """The answer to the request on ``conn``: a check's printed text and exit code, ``broken`` where the
+    grader failed (the client then checks from nothing), None for a connection that asked nothing."""
+    from transformer_course.grading.grade import assignment_of, check_report, check_with
+
     try:
         if not _peer_is_me(conn):
             return None
