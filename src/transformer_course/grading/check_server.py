@@ -88,19 +88,23 @@ def ask(repo: Repo, notebook: Path, timeout: int, as_json: bool) -> tuple[str, s
     if not path.exists():
         return None
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(ANSWER_TIMEOUT)
-            conn.connect(str(path))
-            conn.sendall(json.dumps({"notebook": str(notebook), "json": as_json}).encode() + b"\n")
-            conn.shutdown(socket.SHUT_WR)
-            data = b"".join(iter(lambda: conn.recv(1 << 16), b""))
-        answer = json.loads(data)
+        answer = _exchange(path, {"notebook": str(notebook), "json": as_json}, ANSWER_TIMEOUT)
         out, err, code = answer.get("out"), answer.get("err", ""), answer.get("code")
         if isinstance(out, str) and isinstance(err, str) and isinstance(code, int):
             return out, err, code
     except (OSError, ValueError, AttributeError):  # no server (a stale socket), or it broke off
         pass
     return None
+
+
+def _exchange(path: Path, request: dict, timeout: float) -> Any:
+    """The server's answer at ``path`` to ``request`` (one JSON object each way)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.settimeout(timeout)
+        conn.connect(str(path))
+        conn.sendall(json.dumps(request).encode())
+        conn.shutdown(socket.SHUT_WR)
+        return json.loads(b"".join(iter(lambda: conn.recv(1 << 16), b"")))
 
 
 def ready(repo: Repo, timeout: int, wait: float = 120) -> bool:
@@ -111,12 +115,8 @@ def ready(repo: Repo, timeout: int, wait: float = 120) -> bool:
         return False
     path, deadline = where / f"{key(repo, timeout)}.sock", time.monotonic() + wait
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(max(1.0, deadline - time.monotonic()))
-            conn.connect(str(path))
-            conn.sendall(json.dumps({"ping": True}).encode())
-            conn.shutdown(socket.SHUT_WR)
-            if json.loads(b"".join(iter(lambda: conn.recv(1 << 16), b""))).get("code") == 0:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if _exchange(path, {"ping": True}, max(1.0, deadline - time.monotonic())).get("code") == 0:
                 return True
         time.sleep(0.1)
     return False

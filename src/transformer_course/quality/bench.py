@@ -365,9 +365,8 @@ def time_check(repo: Repo, repeats: int = 3) -> list[tuple[str, float, float, fl
     """(notebook, seconds of `transformer-course check` on its executed solution as a user types it
     with the warm server answering (median of ``repeats``), the same from nothing (no server), seconds
     its own cells take in a plain kernel (median of ``repeats``), whether every check printed the same
-    table), for each notebook. Each notebook is
-    checked once untimed first: that starts the server, and times the solution where this machine has
-    no limits for it yet (:mod:`.limits`)."""
+    table), for each notebook. Each notebook is checked once untimed first: that starts the server, and
+    times the solution where this machine has no limits for it yet (:mod:`.limits`)."""
     from transformer_course.cli import CHECK_TIMEOUT
     from transformer_course.grading import check_server
 
