@@ -630,3 +630,111 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     for text in hostile:
         with pytest.raises(ValueError):
             lending.decode(recorder.LITERAL + text)
+
+
+def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
+    """A message of plain values and dense tensors (a lent call's arguments, its gradients) goes as the
+    tensors' bytes and a literal, read back with the same dtypes, shapes, values and layout; a tensor
+    torch.save would write with more (a view, a shared storage, a Parameter, one that requires grad, an
+    attribute) sends the whole message as before. What the grader reads is built from the dtype and
+    shape it names and exactly its share of the bytes, or refused."""
+    import torch
+
+    from transformer_course.grading import lending, recorder
+
+    message = {"callback": "#0", "args": [torch.randn(3, 4), torch.arange(6).reshape(2, 3), torch.tensor(2.5)],
+               "kwargs": {"mask": torch.tensor([[True, False]]), "half": torch.randn(2).to(torch.bfloat16),
+                          "empty": torch.empty(0, 5), "n": 3}, "grads": [None, torch.ones(1, dtype=torch.float64)]}
+    text = recorder.encode(message)
+    assert text.startswith(recorder.TENSORS), text[:20]
+
+    def same(a, b) -> bool:
+        if isinstance(a, torch.Tensor):
+            return (type(b) is torch.Tensor and (a.dtype, a.shape) == (b.dtype, b.shape) and torch.equal(a, b)
+                    and b.is_contiguous() and not b.requires_grad)
+        if isinstance(a, list | tuple):
+            return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return type(a) is type(b) and a == b
+
+    for read in (recorder.decode, lending.decode):
+        assert same(message, read(text))
+    base = torch.randn(4, 4)
+    shared = [base, base.view(16)]
+    tagged = torch.ones(2)
+    tagged.note = "kept by torch.save"
+    for value in [{"a": base.t()}, {"a": base[1]}, {"a": shared}, [base, base], {"a": torch.nn.Parameter(base)},
+                  {"a": base.clone().requires_grad_()}, {"a": tagged}, {"a": base, "b": float("nan")},
+                  {"a": base, "d": torch.float32}, {"a": torch.randn(2) + 1j}]:
+        text = recorder.encode(value)
+        assert text[0] not in (recorder.TENSORS, recorder.LITERAL), value
+        back = recorder.decode(text)
+        assert isinstance(back, list | dict)
+    twice = recorder.decode(recorder.encode([base, base]))
+    assert twice[0] is twice[1]  # one tensor, as it was sent
+    four = "AAAA"  # three bytes, base64
+    hostile = [f"{four}|(b'0', [['torch.float32', [1]]])",  # 4 bytes named, 3 sent
+               f"{four}|(b'1', [['torch.uint8', [3]]])", f"{four}|((b'0', b'0'), [['torch.uint8', [3]]])",
+               f"{four}|(b'0', [['os.system', [3]]])", f"{four}|(__import__('os'), [])",
+               f"{four}|(b'0', [['torch.uint8', [3]], ['torch.uint8', [0]]])", f"{four}|(1, [])",
+               f"{four}|(b'0', [['torch.uint8', [0, 2147483648]]])", f"{four}|(b'0', [['torch.uint8', [True, 3]]])",
+               f"{four}|({{1.5: b'0'}}, [['torch.uint8', [3]]])", f"{four}|(b'00', [['torch.uint8', [3]]])",
+               "|(b'0', [['torch.float32', [1073741824, 1073741824]]])", four]
+    for text in hostile:
+        with pytest.raises(ValueError):
+            lending.decode(recorder.TENSORS + text)
+    assert lending.decode(f"{recorder.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
+
+
+def test_a_comprehension_of_calls_goes_to_the_kernel_at_once_and_acts_as_one_call_each(kernel):
+    """``[f(s) for s in steps]`` in a test cell, with plain arguments, is one request: the same values,
+    the same RNG states after it, the same calls made in the same order, and the student's error
+    raised where it was (the calls after it not made); anything else is left as it was written."""
+    _, kc, link = kernel
+    define(kc, """
+        import torch
+        made = []
+        def f(s, scale=1):
+            made.append(s)
+            if s == 13:
+                raise ValueError("thirteen")
+            return s * scale + float(torch.rand(()))
+        def calls_made():
+            found = list(made)
+            made.clear()
+            return found
+    """)
+    ops: list[str] = []
+    request = link._request
+
+    def counted(ask: dict):
+        ops.append(ask.get("op", "call back"))
+        return request(ask)
+
+    link._request = counted
+    try:
+        ename, evalue, _ = judge(link, """
+            torch.manual_seed(0)
+            got = [f(s, scale=2) for s in range(5)]
+            after = torch.rand(())
+            torch.manual_seed(0)
+            want = []
+            for s in range(5):
+                want.append(f(s, scale=2))
+            assert got == want, (got, want)
+            assert torch.equal(after, torch.rand(())), "the RNG moved on as with one call each"
+            calls_made()
+            try:
+                [f(s) for s in (1, 13, 2)]
+                raise AssertionError("no error")
+            except ValueError as exc:
+                assert str(exc) == "thirteen"
+            assert calls_made() == [1, 13]
+            assert [f(s) for s in iter([1, 2])] and [f(t) for t in [torch.ones(1)]] and [f(s) for s in [1, 2] if s]
+        """)
+        assert (ename, evalue) == ("", ""), (ename, evalue)
+        assert ops.count("map") == 2, ops  # the generator, the tensor and the filtered one as written
+        assert ops.count("call") == 5 + 2 + 2 + 1 + 2, ops  # the loop, calls_made, the three as written
+    finally:
+        link._request = request

@@ -17,6 +17,7 @@ channel, so the reference's code never enters the kernel.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import io
@@ -32,7 +33,7 @@ from typing import Any
 import torch
 
 from transformer_course.grading import cputime, lending
-from transformer_course.grading.recorder import ANSWER, PLAIN, PROMPT, encode, pack, unpack
+from transformer_course.grading.recorder import ANSWER, PLAIN, PROMPT, encode, pack, plain, unpack
 
 SOURCE = Path(__file__).with_name("recorder.py")
 _PLAIN = (*PLAIN, slice, type(Ellipsis))  # what goes to the kernel by value (the rest is borrowed)
@@ -711,21 +712,30 @@ class Remote:
                 link.moved_back(moving, answer.get("optimizers"))
             except Exception as exc:  # noqa: BLE001 (the kernel's answer, malformed)
                 raise LinkBroken(f"the optimizer's state could not be read back ({type(exc).__name__})") from None
-        called = link.ok(answer, label)
-        if not isinstance(called, dict) or not called.get("__called__"):
-            raise LinkBroken("the kernel's answer to a call is not one")
-        link.rng = rng
-        if isinstance(called.get("rng"), torch.Tensor):
-            with contextlib.suppress(Exception):
-                torch.random.set_rng_state(called["rng"].detach().clone())
-                link.rng = torch.random.get_rng_state()
-        value = called.get("result")
-        if isinstance(value, dict) and value.get("__watched__"):
-            report_used([watch[u] for u in value["used"] if u in watch])
-            value = value["result"]
-        if called.get("differentiable") and torch.is_grad_enabled():
-            value = _through(link, int(called["call"]), value, leaves)
-        return value
+        return _called(link, link.ok(answer, label), rng, watch, leaves)
+
+    def _course_map(self, calls: list[tuple[tuple, dict]]) -> list[Any]:
+        """``[self(*args, **kwargs) for args, kwargs in calls]`` in one request (``calls``: plain values
+        only): the kernel makes the calls one after another, as it would one request each, and the first
+        that raises ends them; its error is raised here once the results before it are taken in."""
+        link, label = object.__getattribute__(self, "_link"), object.__getattribute__(self, "_label")
+        watch = watching()
+        rng = torch.random.get_rng_state()
+        same = link.rng is not None and torch.equal(rng, link.rng)
+        answer = link.request({"op": "map", "h": object.__getattribute__(self, "_handle"),
+                               "calls": [[list(args), kwargs] for args, kwargs in calls], "watch": sorted(watch),
+                               "rng": None if same else rng, "device": str(_default_device())})
+        mapped = link.ok(answer, label)
+        done = mapped.get("__mapped__") if isinstance(mapped, dict) else None
+        if not isinstance(done, list) or len(done) > len(calls) or (len(done) < len(calls)) != ("error" in mapped):
+            raise LinkBroken("the kernel's answer to a series of calls is not one")
+        results = []
+        for called in done:
+            results.append(_called(link, called, rng, watch, []))
+            rng = torch.random.get_rng_state()
+        if "error" in mapped:
+            raise remote_error(mapped["error"] if isinstance(mapped["error"], dict) else {})
+        return results
 
     def __len__(self) -> int:
         link = object.__getattribute__(self, "_link")
@@ -765,6 +775,82 @@ class Remote:
         link = object.__getattribute__(self, "_link")
         return link.ok(link.request({"op": "isinstance", "h": object.__getattribute__(self, "_handle"),
                                      "cls": f"{cls.__module__}.{cls.__qualname__}"}), "isinstance") is True
+
+
+def _called(link: Link, called: Any, rng: torch.Tensor, watch: dict[str, str], leaves: list[torch.Tensor]) -> Any:
+    """The value of one call the kernel made (its answer ``called``), with this process's RNG moved on
+    as the kernel's was (``rng``: the state the call started from), watched built-ins reported, and
+    gradients flowing back through it to ``leaves``."""
+    if not isinstance(called, dict) or not called.get("__called__"):
+        raise LinkBroken("the kernel's answer to a call is not one")
+    link.rng = rng
+    if isinstance(called.get("rng"), torch.Tensor):
+        with contextlib.suppress(Exception):
+            torch.random.set_rng_state(called["rng"].detach().clone())
+            link.rng = torch.random.get_rng_state()
+    value = called.get("result")
+    if isinstance(value, dict) and value.get("__watched__"):
+        report_used([watch[u] for u in value["used"] if u in watch])
+        value = value["result"]
+    if called.get("differentiable") and torch.is_grad_enabled():
+        value = _through(link, int(called["call"]), value, leaves)
+    return value
+
+
+def calls_of(iterable: Any, function: Callable[[], Any], arguments: Callable[[Any], tuple[tuple, dict]],
+             call: Callable[[Any], Any]) -> list[Any]:
+    """``[f(...) for item in iterable]`` of a test cell (see :func:`batched`): where ``f`` (``function()``)
+    is the notebook's, ``iterable`` a list, tuple or range, and every call's arguments (``arguments(item)``)
+    plain values, the calls go to the kernel in one request (:meth:`Remote._course_map`); else each
+    item is ``call(item)``, the comprehension as written."""
+    items = iterable if type(iterable) in (list, tuple, range) else None
+    if items is not None and len(items) > 1:
+        fn = function()
+        if type(fn) is Remote:  # type(): a proxy's __class__ may name torch's class
+            try:
+                calls = [arguments(item) for item in items]
+            except Exception:  # noqa: BLE001 (an argument that cannot be computed ahead: as written, it raises in place)
+                calls = []
+            if calls and all(plain(c) for c in calls):
+                return fn._course_map(calls)
+    return [call(item) for item in (iterable if items is None else items)]
+
+
+_PURE = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.operator, ast.unaryop,
+         ast.expr_context)
+
+
+class _Batched(ast.NodeTransformer):
+    """Each ``[f(args) for target in iterable]`` (``f`` a name, the arguments names, constants and
+    arithmetic of them: nothing that runs code of the kernel's or changes anything) made a call of
+    :func:`calls_of`, which sends its calls at once where that cannot change what they do."""
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
+        return node  # a class body's names resolve differently: left as written
+
+    def visit_ListComp(self, node: ast.ListComp) -> ast.AST:
+        self.generic_visit(node)
+        call = node.elt
+        if not (len(node.generators) == 1 and not node.generators[0].ifs and not node.generators[0].is_async
+                and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and all(isinstance(n, _PURE) for a in call.args for n in ast.walk(a))
+                and all(k.arg is not None and all(isinstance(n, _PURE) for n in ast.walk(k.value))
+                        for k in call.keywords)):
+            return node
+        target, unparse = ast.unparse(node.generators[0].target), ast.unparse
+        args = "".join(f"{unparse(a)}, " for a in call.args)
+        kwargs = ", ".join(f"{k.arg!r}: {unparse(k.value)}" for k in call.keywords)
+        one = f"for {target} in (__course_item__,)][0]"
+        text = (f"__course_calls__({unparse(node.generators[0].iter)}, lambda: {unparse(call.func)}, "
+                f"lambda __course_item__: [(({args}), {{{kwargs}}}) {one}, "
+                f"lambda __course_item__: [{unparse(call)} {one})")
+        return ast.copy_location(ast.parse(text, mode="eval").body, node)
+
+
+def batched(source: str, filename: str) -> Any:
+    """Test cell ``source`` compiled with its comprehensions of calls batched (:class:`_Batched`)."""
+    tree = _Batched().visit(ast.parse(source, filename))
+    return compile(ast.fix_missing_locations(tree), filename, "exec")
 
 
 def watching() -> dict[str, str]:
@@ -835,7 +921,8 @@ def base_namespace() -> dict[str, Any]:
     """What a test cell may use without the notebook: the libraries the notebooks import."""
     import torch.nn.functional as functional
 
-    return {"__name__": "__main__", "torch": torch, "F": functional, "nn": torch.nn, "math": math}
+    return {"__name__": "__main__", "torch": torch, "F": functional, "nn": torch.nn, "math": math,
+            "__course_calls__": calls_of}
 
 
 def run_test(link: Link, source: str, grade_id: str, reference: Path | None = None) -> tuple[str, str, str]:
@@ -854,7 +941,7 @@ def run_test(link: Link, source: str, grade_id: str, reference: Path | None = No
     link.output = printed  # the student's own prints, among the test's (as in the kernel)
     try:
         with contextlib.redirect_stdout(printed), torch.random.fork_rng():
-            exec(compile(source, f"<test cell {grade_id}>", "exec"), ns)  # noqa: S102 (the grader's own test code)
+            exec(batched(source, f"<test cell {grade_id}>"), ns)  # noqa: S102 (the grader's own test code)
     except LinkBroken as exc:
         return "LinkBroken", str(exc), printed.getvalue()
     except Exception as exc:  # noqa: BLE001 (the verdict)

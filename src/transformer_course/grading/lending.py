@@ -320,7 +320,8 @@ def decode(text: str) -> Any:
     ``torch.load(weights_only=True)``, the elements of each list, dict and string in it and of the
     whole message (:func:`check_message`). A message of plain values written as a literal
     (:func:`.recorder.literal`: at most :data:`~.recorder.MAX_LITERAL` characters) is read with
-    ``ast.literal_eval`` and checked the same way.
+    ``ast.literal_eval`` and checked the same way, and so is one of plain values and dense tensors
+    (:func:`.recorder.raw`: each tensor built from its dtype, its shape and its share of the bytes).
 
     Raises:
         Refused: a message over a bound, saying which (the student's code sent it).
@@ -333,6 +334,10 @@ def decode(text: str) -> Any:
                       f"(at most {MAX_MESSAGE_CHARS / 1e6:,.0f} MB): larger than any test's")
     if text.startswith(recorder.LITERAL):  # plain values only, read without building anything else
         value = recorder.literal(text)
+        check_message(value)
+        return value
+    if text.startswith(recorder.TENSORS):  # plain values and tensors of bytes as many as the text's
+        value = recorder.raw(text)
         check_message(value)
         return value
     raw = base64.b64decode(text, validate=True)

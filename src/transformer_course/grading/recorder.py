@@ -37,6 +37,9 @@ MAX_ANSWER_CHARS = 200_000_000  # base64 characters of one answer (tests use sma
 
 LITERAL = "~"  # marks a message written as a Python literal (never the first character of base64)
 MAX_LITERAL = 65_536  # characters: small messages only (one call's numbers); the rest go as torch.save's archive
+TENSORS = "^"  # marks plain values and raw tensors (base64, then "|" and the literal; never base64's first character)
+RAW_DTYPES = {str(d): d for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                                  torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
 _SCALARS = (type(None), bool, int, str)
 
 
@@ -75,20 +78,139 @@ def literal(text: str) -> Any:
     return value
 
 
+class _NotRaw(Exception):
+    """A value :func:`encode` cannot write as plain values and raw tensors."""
+
+
+def _rawable(t: torch.Tensor) -> bool:
+    """Whether ``t`` is written exactly by its dtype, shape and bytes: a plain dense CPU tensor, not
+    requiring grad, that owns the whole of its storage (no view), with nothing else torch.save keeps."""
+    return (type(t) is torch.Tensor and t.layout is torch.strided and t.device.type == "cpu"
+            and str(t.dtype) in RAW_DTYPES and not t.requires_grad and t.is_contiguous()
+            and t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+            and not t.is_conj() and not t.is_neg() and not t.__dict__)
+
+
+def _parts(value: Any) -> tuple[Any, list[torch.Tensor]]:
+    """``value`` with each tensor replaced by ``b"<its index>"`` (bytes: never a :func:`plain` value),
+    and the tensors; :class:`_NotRaw` where it holds anything else, or one tensor's storage twice."""
+    tensors: list[torch.Tensor] = []
+    storages: set[int] = set()
+    budget = [2000]
+
+    def walk(v: Any, depth: int) -> Any:
+        budget[0] -= 1
+        kind = type(v)
+        if budget[0] < 0 or depth > 32:
+            raise _NotRaw
+        if kind in _SCALARS or (kind is float and math.isfinite(v)):
+            return v
+        if kind is list or kind is tuple:
+            items = [walk(x, depth + 1) for x in v]
+            return items if kind is list else tuple(items)
+        if kind is dict and all(type(k) in (str, int) for k in v):
+            return {k: walk(x, depth + 1) for k, x in v.items()}
+        if kind is torch.Tensor and _rawable(v):
+            storage = v.untyped_storage().data_ptr() if v.numel() else id(v)
+            if storage in storages:  # torch.save would keep the two sharing it
+                raise _NotRaw
+            storages.add(storage)
+            tensors.append(v)
+            return str(len(tensors) - 1).encode()
+        raise _NotRaw
+
+    return walk(value, 0), tensors
+
+
 def encode(value: Any) -> str:
-    if plain(value):  # a few times faster both ways than torch.save and torch.load (a call's numbers)
-        with contextlib.suppress(ValueError):  # an int of more digits than repr writes
-            text = repr(value)
-            if len(text) <= MAX_LITERAL:
-                return LITERAL + text
+    """``value`` as text: a Python literal where it is plain values only; plain values and raw tensors
+    (:data:`TENSORS`) where those are all it holds; else ``torch.save``'s archive, in base64."""
+    try:
+        skeleton, tensors = _parts(value)
+        text = repr(skeleton if not tensors else (skeleton, [[str(t.dtype), list(t.shape)] for t in tensors]))
+    except (_NotRaw, ValueError):  # ValueError: an int of more digits than repr writes
+        text = ""
+    if text and len(text) <= MAX_LITERAL:  # both a few times faster than torch.save and torch.load
+        if not tensors:
+            return LITERAL + text
+        data = b"".join(t.reshape(-1).view(torch.uint8).numpy().tobytes() for t in tensors)
+        return TENSORS + base64.b64encode(data).decode() + "|" + text
     buffer = io.BytesIO()
     torch.save(value, buffer)
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def raw(text: str) -> Any:
+    """A message :func:`encode` wrote as plain values and raw tensors (:data:`TENSORS`), read without
+    unpickling anything: the literal with ``ast.literal_eval``, each tensor from its dtype (one of
+    :data:`RAW_DTYPES`), its shape and exactly its share of the bytes; else ValueError."""
+    data, bar, rest = text[len(TENSORS):].partition("|")
+    if not bar or len(rest) > MAX_LITERAL:
+        raise ValueError("not a message of plain values and tensors")
+    try:
+        skeleton, table = ast.literal_eval(rest)
+        payload = bytearray(base64.b64decode(data, validate=True))
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError) as exc:
+        raise ValueError(f"not a message of plain values and tensors ({type(exc).__name__})") from None
+    if type(table) is not list or not plain(table):
+        raise ValueError("a message's table of tensors is not one")
+    tensors, start = [], 0
+    for entry in table:
+        if (type(entry) is not list or len(entry) != 2 or entry[0] not in RAW_DTYPES or type(entry[1]) is not list
+                or len(entry[1]) > 64 or not all(type(n) is int and 0 <= n < 2**31 for n in entry[1])):
+            raise ValueError("a tensor of a message is not described by a dtype and a shape")
+        dtype = RAW_DTYPES[entry[0]]
+        size = math.prod(entry[1]) * dtype.itemsize
+        if start + size > len(payload):  # before anything is allocated for it
+            raise ValueError("a message's tensors need more bytes than it has")
+        tensor = torch.empty(entry[1], dtype=dtype)
+        if size:
+            tensor.reshape(-1).view(torch.uint8).copy_(torch.frombuffer(payload, dtype=torch.uint8, count=size,
+                                                                        offset=start))
+        tensors.append(tensor)
+        start += size
+    if start != len(payload):
+        raise ValueError("a message's bytes are not those of its tensors")
+    used: set[int] = set()
+
+    def fill(v: Any, depth: int) -> Any:
+        kind = type(v)
+        if depth > 32:
+            raise ValueError("a message nested too deeply")
+        if kind is bytes:
+            index = int(v) if v.isdigit() and len(v) < 6 and str(int(v)).encode() == v else -1
+            if not 0 <= index < len(tensors) or index in used:
+                raise ValueError("a message names a tensor it does not have, or one twice")
+            used.add(index)
+            return tensors[index]
+        if kind is list or kind is tuple:
+            items = [fill(x, depth + 1) for x in v]
+            return items if kind is list else tuple(items)
+        if kind is dict:
+            return {k: fill(x, depth + 1) for k, x in v.items()}
+        return v
+
+    value = fill(skeleton, 0)
+    if len(used) != len(tensors) or not plain(_without_tensors(value)):
+        raise ValueError("a message with more than plain values and its tensors")
+    return value
+
+
+def _without_tensors(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return None
+    if type(value) is list or type(value) is tuple:
+        return [_without_tensors(v) for v in value]
+    if type(value) is dict:
+        return {k: _without_tensors(v) for k, v in value.items()}
+    return value
+
+
 def decode(text: str) -> Any:
     if text.startswith(LITERAL):
         return literal(text)
+    if text.startswith(TENSORS):
+        return raw(text)
     return torch.load(io.BytesIO(base64.b64decode(text, validate=True)), weights_only=True)
 
 
@@ -212,9 +334,7 @@ class Recorder:
                 result = self.run(ask)
             answer = {"ok": self.out(result)}
         except BaseException as exc:  # noqa: BLE001 (the student's error is the answer)
-            answer = {"error": type(exc).__name__, "message": str(exc)[:2000],
-                      "not_implemented": isinstance(exc, NotImplementedError),
-                      "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
+            answer = _error(exc)
         if printed.tell():
             answer["printed"] = printed.getvalue()[:100_000]
         self.depth -= 1
@@ -259,6 +379,16 @@ class Recorder:
             self.calls[self.count] = (leaves, outputs)
             return {"__called__": True, "result": result, "call": self.count, "differentiable": bool(outputs),
                     "rng": _changed(before, torch.random.get_rng_state())}
+        if kind == "map":  # one function's calls on plain arguments, one after another, as one request each would
+            done = []
+            for number, (args, kwargs) in enumerate(ask["calls"]):
+                try:
+                    done.append(self.run({"op": "call", "h": ask["h"], "args": args, "kwargs": kwargs,
+                                          "watch": ask.get("watch"), "rng": None if number else ask.get("rng"),
+                                          "device": ask.get("device")}))
+                except Exception as exc:  # noqa: BLE001 (the student's error ends the calls, as it would theirs)
+                    return {"__mapped__": done, "error": _error(exc)}
+            return {"__mapped__": done}
         if kind == "vjp":  # the grader's backward through a call's outputs: .backward() here, as it would be
             leaves, outputs = self.calls[ask["call"]]
             grads = [g for g in ask["grads"]]
@@ -582,6 +712,13 @@ def unpack(packed: Any) -> list[torch.Tensor | None]:
         out.append(flats[key][start:start + size].reshape(shape).clone())
         offsets[key] = start + size
     return out
+
+
+def _error(exc: BaseException) -> dict:
+    """The student's exception, as the grader reads it (``judge.remote_error``)."""
+    return {"error": type(exc).__name__, "message": str(exc)[:2000],
+            "not_implemented": isinstance(exc, NotImplementedError),
+            "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
 
 
 def _changed(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor | None:
