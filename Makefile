@@ -38,7 +38,8 @@ grade: build
 test: install
 	$(BIN)/python -m pytest -q
 
-# BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min).
+# BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min),
+# or --class-only --record FILE (a class of 30 graded by serial nbgrader and by ours, ~60 min).
 BENCH_FLAGS ?=
 bench: install
 	$(BIN)/python -m transformer_course.quality.bench $(BENCH_FLAGS)

@@ -4,9 +4,10 @@ what comes back. It holds no reference, no expected value and no verdict.
 The grader executes this file's source in the student's kernel (it is never imported there) and
 then sends one request per operation: look up a name the notebook defined, read or set an
 attribute, call a function or a module, run ``backward``, copy parameters in. Arguments and
-results travel as ``torch.save`` bytes (base64) that the grader reads back with
-``weights_only=True`` (a message of a few plain numbers and strings, the most common, as a Python
-literal: :func:`literal`): tensors, numbers, strings, dtypes and containers of them by value; every
+results travel as text (:func:`encode`): a message of plain numbers and strings, the most common, as
+a Python literal (:func:`literal`); one of plain values and dense tensors as the tensors' bytes and a
+literal (:func:`raw`); anything else as ``torch.save`` bytes (base64) that the grader reads back with
+``weights_only=True``. Tensors, numbers, strings, dtypes and containers of them go by value; every
 other object (a function, a module, a class) by a numbered handle the grader can name in later
 requests. A function the grader lends for the length of a test (an earlier exercise's reference,
 so that a mistake there is not charged twice) is a stub here that asks the grader for its result
