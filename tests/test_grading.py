@@ -354,3 +354,40 @@ def test_written_answers_await_the_instructor_then_show_the_points_given(graded,
     assert lms["ada"][column] == "3.5" and results[("ada", a01)]["manual_score"] == 3.5
     assert grades[("ada", a01)]["score"] == "11"  # the autograded score is apart
     assert "written 3.5 / 4" in (out / "report" / "index.html").read_text()
+
+
+def test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_does(repo, tmp_path):
+    """An instructor who runs nbgrader's own `autograde` (its CLI, or the formgrader's button) with the
+    course's configuration, where its kernels are not started in the sandbox: a right and a wrong
+    notebook get the scores the course's grader gives them (each notebook judged in nbgrader's process)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import nbformat
+
+    from transformer_course.quality import attacks
+    from transformer_course.quality.bench import _bare_scores, bare_course
+
+    from .conftest import GRADING_TIMEOUT
+
+    right = nbformat.read(repo.solutions / f"{attacks.A01}.ipynb", as_version=4)
+    wrong = nbformat.read(repo.solutions / f"{attacks.A01}.ipynb", as_version=4)
+    attacks.set_answer(wrong, "softmax", attacks.WRONG_SOFTMAX)
+    for student, nb in (("right", right), ("wrong", wrong)):
+        (tmp_path / "submitted" / student / attacks.A01).mkdir(parents=True)
+        nbformat.write(nb, tmp_path / "submitted" / student / attacks.A01 / f"{attacks.A01}.ipynb")
+    env = bare_course(repo, tmp_path, GRADING_TIMEOUT)
+    nbgrader = str(Path(sys.executable).with_name("nbgrader"))
+    for command in (["generate_assignment", attacks.A01, "--force"], ["autograde", attacks.A01, "--create", "--force"]):
+        done = subprocess.run([nbgrader, *command], capture_output=True, text=True, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+    scores = _bare_scores(tmp_path, repo)
+    cells = {student: {cell.removeprefix("test_").removesuffix("_hidden") for cell in scores[(student, attacks.A01)]}
+             for student in ("right", "wrong")}
+    assert cells["right"] == cells["wrong"] and cells["right"] >= set(attacks.FULL)
+    for student, expected in (("right", attacks.FULL), ("wrong", attacks.NO_SOFTMAX)):
+        got = {exercise: sum(v for cell, v in scores[(student, attacks.A01)].items()
+                             if cell.removeprefix("test_").removesuffix("_hidden") == exercise)
+               for exercise in expected}
+        assert got == {k: float(v) for k, v in expected.items()}, (student, got)

@@ -24,8 +24,9 @@ gives each test cell its limit plus :data:`GRACE`: the grader's own work for the
 and checks it runs for the kernel's requests) counts against it, and a judge past it is killed, the
 kernel interrupted, and the cell timed out.
 
-Where kernels are not forked (no bubblewrap, ``COURSE_FORKSERVER=off``) or ``COURSE_JUDGE_BOX=off``,
-the judge runs in the worker's process (:class:`LocalJudge`), as the grader's single line of warning
+Where kernels are not forked (no bubblewrap, ``COURSE_FORKSERVER=off``), not started in the sandbox
+(nbgrader's own ``autograde`` with the course's configuration) or ``COURSE_JUDGE_BOX=off``, the judge
+runs in the worker's process (:class:`LocalJudge`), as the grader's single line of warning
 about the sandbox already says. Where judges are boxed, one that cannot start makes its notebook a
 ``grader-error``: it is never judged in the worker instead.
 """

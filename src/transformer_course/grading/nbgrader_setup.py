@@ -311,7 +311,7 @@ class KeepGradesOnCrash(Execute):
         self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
         self._judged = bool(self.reference) and judged(Path(self.reference), self._notebook)
         # A judge in this process (not boxed) spends its CPU here: counted as the notebook's.
-        self._cpu = cputime.Clock(self._processes, itself=self._judged and not judge_box.enabled())
+        self._cpu = cputime.Clock(self._processes, itself=self._judged and not self._boxed())
         try:
             return super().preprocess(nb, resources, km)
         finally:
@@ -473,6 +473,11 @@ class KeepGradesOnCrash(Execute):
             cell.outputs.append(_error(ename, evalue))
         return cell, resources
 
+    def _boxed(self) -> bool:
+        """Whether this notebook's judge gets a box: its kernel is started in the sandbox (the course's
+        own grading), not by plain ``nbgrader autograde`` or the formgrader with the course's config."""
+        return self.sandboxed and judge_box.enabled()
+
     def _open_judge(self) -> BoxedJudge | LocalJudge:
         """This notebook's judge: in a box of its own (:mod:`.judge_box`) where kernels are forked in the
         sandbox, else in this process. Where the box is on and a judge cannot start in it, the notebook is
@@ -485,7 +490,7 @@ class KeepGradesOnCrash(Execute):
                    if p and any((Path(p) / "course_reference").glob("nb[0-9][0-9]_*.py"))]
         watched = tuple({f.rstrip(os.sep) + os.sep for p in folders for f in (p, str(Path(p).resolve()))})
         interrupt, alive = run_sync(self.km.interrupt_kernel), run_sync(self.km.is_alive)
-        if judge_box.enabled():  # no judge in this process then: a judge that cannot start is the grader's failure
+        if self._boxed():  # no judge in this process then: a judge that cannot start is the grader's failure
             try:
                 return BoxedJudge(self.km.get_connection_info(), self.km.kernel_hidden(), self.reference, watched,
                                   interrupt, alive, memory_mb=self.judge_memory_mb,

@@ -161,6 +161,21 @@ def _bare_scores(root: Path, repo: Repo) -> dict[tuple[str, str], dict[str, floa
     return scores
 
 
+def bare_course(repo: Repo, root: Path, timeout: int) -> dict[str, str]:
+    """``root`` made an nbgrader course with the course's configuration (an ``nbgrader_config.py``), as
+    an instructor who runs nbgrader's own commands has it; returns the environment to run them in."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "nbgrader_config.py").write_text(
+        "from pathlib import Path\n"
+        "from transformer_course.layout import Repo\n"
+        "from transformer_course.grading.nbgrader_setup import make_config\n"
+        f"c.merge(make_config(Path({str(root)!r}), Repo(Path({str(repo.root)!r})), {timeout}))\n"
+    )
+    tools_on_path()
+    with reference_on_path(repo.reference):
+        return dict(os.environ)
+
+
 def time_grading(repo: Repo, timeout: int = 30, students: int = 30) -> dict[str, float]:
     """Serial ``nbgrader autograde`` (its own CLI, one assignment after another, the course's
     config) against ``transformer-course grade`` (parallel, one process per core, plus feedback
@@ -170,18 +185,9 @@ def time_grading(repo: Repo, timeout: int = 30, students: int = 30) -> dict[str,
         tmp = Path(tmp)
         notebooks = make_class(repo, tmp / "submitted", students)
         bare = tmp / "bare"
-        bare.mkdir()
         shutil.copytree(tmp / "submitted", bare / "submitted")
-        (bare / "nbgrader_config.py").write_text(
-            "from pathlib import Path\n"
-            "from transformer_course.layout import Repo\n"
-            "from transformer_course.grading.nbgrader_setup import make_config\n"
-            f"c.merge(make_config(Path({str(bare)!r}), Repo(Path({str(repo.root)!r})), {timeout}))\n"
-        )
+        env = bare_course(repo, bare, timeout)
         nbgrader = str(bin_dir / "nbgrader")
-        tools_on_path()
-        with reference_on_path(repo.reference):
-            env = dict(os.environ)
         for assignment in repo.assignments():  # the release is set-up, not grading: not timed
             subprocess.run([nbgrader, "generate_assignment", assignment.name, "--force"], check=True,
                            capture_output=True, cwd=bare, env=env)
