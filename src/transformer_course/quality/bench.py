@@ -625,6 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-only", action="store_true", help="only `check` against the notebooks' own cells")
     parser.add_argument("--class-only", action="store_true",
                         help="only a class of 30 graded by serial nbgrader autograde and by ours (~60 min)")
+    parser.add_argument("--students", type=int, default=30, help="with --class-only: the class's size (default 30)")
     parser.add_argument("--record", type=Path,
                         help="with --check-only or --class-only: also write its figures to this JSON file")
     parser.add_argument("--train", action="store_true",
@@ -642,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
                           "same table": same} for n, w, c, o, same in rows]}, indent=1) + "\n")
         return 0
     if args.class_only:
-        figures = print_class(time_grading(repo))
+        figures = print_class(time_grading(repo, students=args.students))
         if args.record:
             args.record.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
                                                "torch": torch.__version__, **figures}, indent=1) + "\n")
