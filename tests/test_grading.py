@@ -358,8 +358,9 @@ def test_written_answers_await_the_instructor_then_show_the_points_given(graded,
 
 def test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_does(repo, tmp_path):
     """An instructor who runs nbgrader's own `autograde` (its CLI, or the formgrader's button) with the
-    course's configuration, where its kernels are not started in the sandbox: a right and a wrong
-    notebook get the scores the course's grader gives them (each notebook judged in nbgrader's process)."""
+    course's configuration, where its kernels are not started in the sandbox and nothing of the course's
+    grader is around it: a right and a wrong notebook get the scores the course's grader gives them (each
+    notebook judged in nbgrader's process, and told that it is graded)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -374,6 +375,10 @@ def test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_doe
     right = nbformat.read(repo.solutions / f"{attacks.A01}.ipynb", as_version=4)
     wrong = nbformat.read(repo.solutions / f"{attacks.A01}.ipynb", as_version=4)
     attacks.set_answer(wrong, "softmax", attacks.WRONG_SOFTMAX)
+    # Right only where the notebook is told that it is graded (07 skips its training then).
+    attacks.set_answer(right, "softmax", "import os\n\ndef softmax(x, dim=-1):\n"
+                       "    assert os.environ.get('COURSE_GRADING') == '1', 'not told that it is graded'\n"
+                       "    e = (x - x.amax(dim, keepdim=True)).exp()\n    return e / e.sum(dim, keepdim=True)\n")
     for student, nb in (("right", right), ("wrong", wrong)):
         (tmp_path / "submitted" / student / attacks.A01).mkdir(parents=True)
         nbformat.write(nb, tmp_path / "submitted" / student / attacks.A01 / f"{attacks.A01}.ipynb")

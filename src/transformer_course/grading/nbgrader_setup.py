@@ -30,8 +30,8 @@ from traitlets.config import Config
 
 from transformer_course.grading import cputime, forkserver, judge_box
 from transformer_course.grading.judge_box import BoxedJudge, LocalJudge, definitions
-from transformer_course.grading.workarea import judged, kernel_mounts
-from transformer_course.layout import COURSE_ID, SOURCE_SUFFIX, Repo, exercise_of
+from transformer_course.grading.workarea import judged, kernel_mounts, reference_on_path
+from transformer_course.layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo, exercise_of
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
@@ -312,8 +312,14 @@ class KeepGradesOnCrash(Execute):
         self._judged = bool(self.reference) and judged(Path(self.reference), self._notebook)
         # A judge in this process (not boxed) spends its CPU here: counted as the notebook's.
         self._cpu = cputime.Clock(self._processes, itself=self._judged and not self._boxed())
+        # nbgrader's own autograde (the formgrader's button) starts kernels without the course's grader
+        # around it: they still get the reference on their path (the guard is there) and the notebook is
+        # told that it is being graded (07 then skips its training).
+        told = (contextlib.nullcontext() if os.environ.get(GRADING_ENV) or not self.reference
+                else reference_on_path(Path(self.reference)))
         try:
-            return super().preprocess(nb, resources, km)
+            with told:
+                return super().preprocess(nb, resources, km)
         finally:
             if self._judging is not None:
                 self._judging.close()

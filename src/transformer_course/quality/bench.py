@@ -163,7 +163,8 @@ def _bare_scores(root: Path, repo: Repo) -> dict[tuple[str, str], dict[str, floa
 
 def bare_course(repo: Repo, root: Path, timeout: int) -> dict[str, str]:
     """``root`` made an nbgrader course with the course's configuration (an ``nbgrader_config.py``), as
-    an instructor who runs nbgrader's own commands has it; returns the environment to run them in."""
+    an instructor who runs nbgrader's own commands has it; returns the environment to run them in (this
+    process's, with the course's tools on PATH: nothing of the course's grader around them)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "nbgrader_config.py").write_text(
         "from pathlib import Path\n"
@@ -172,8 +173,7 @@ def bare_course(repo: Repo, root: Path, timeout: int) -> dict[str, str]:
         f"c.merge(make_config(Path({str(root)!r}), Repo(Path({str(repo.root)!r})), {timeout}))\n"
     )
     tools_on_path()
-    with reference_on_path(repo.reference):
-        return dict(os.environ)
+    return dict(os.environ)
 
 
 def time_grading(repo: Repo, timeout: int = 30, students: int = 30) -> dict[str, float]:
