@@ -88,3 +88,19 @@ def test_the_check_timings_quoted_are_those_of_the_recorded_run():
     assert f"ends after {IDLE_S // 60} minutes without a check" in students
     assert f"It ends after {IDLE_S // 60} minutes without a check" in bench
 
+
+def test_the_class_figures_quoted_are_those_of_the_recorded_run():
+    """docs/benchmarks.md's class rows (a class graded by serial nbgrader and by ours) are the figures of
+    the run kept in docs/runs/ that it names (`make bench BENCH_FLAGS="--class-only --record FILE"`)."""
+    import json
+
+    bench = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    named = re.findall(r"record in `(docs/runs/[^`]+/class\.json)`", bench)
+    assert len(named) == 1, named
+    g = json.loads((ROOT / named[0]).read_text())
+    n, serial, ours = g["notebooks"], g["serial nbgrader autograde (s)"], g["transformer-course grade (s)"]
+    assert f"**grading a class**: {g['students']} students x {n // g['students']} notebooks ({n} notebooks" in bench
+    assert f"| {serial:,.1f} s ({serial / n:.2f} s per notebook) |" in bench
+    assert f"| {ours:,.1f} s ({ours / n:.2f} s per notebook) |" in bench
+    assert f"| speed-up | **{serial / ours:.2f}x** | >= 2.5x |" in bench
+    assert f"| {g['identical']} / {g['compared']} | all |" in bench

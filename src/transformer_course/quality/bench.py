@@ -155,9 +155,11 @@ def _bare_scores(root: Path, repo: Repo) -> dict[tuple[str, str], dict[str, floa
     scores = {}
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
         for assignment in repo.assignments():
+            tests = {t.grade_id for t in assignment.tests}  # as Grader.grade_cells: not the written answers
             for sub in gb.assignment_submissions(assignment.name):
                 notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, sub.student.id)
-                scores[(sub.student.id, assignment.name)] = {g.name: float(g.score or 0) for g in notebook.grades}
+                scores[(sub.student.id, assignment.name)] = {g.name: float(g.score or 0) for g in notebook.grades
+                                                             if g.name in tests}
     return scores
 
 
