@@ -639,16 +639,14 @@ def main(argv: list[str] | None = None) -> int:
         rows = time_check(repo)
         print_check(rows)
         if args.record:
-            args.record.write_text(json.dumps({
-                "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "torch": torch.__version__,
-                "rows": [{"notebook": n, "check": round(w, 2), "from nothing": round(c, 2), "own cells": round(o, 2),
-                          "same table": same} for n, w, c, o, same in rows]}, indent=1) + "\n")
+            _record(args.record, {"rows": [{"notebook": n, "check": round(w, 2), "from nothing": round(c, 2),
+                                            "own cells": round(o, 2), "same table": same}
+                                           for n, w, c, o, same in rows]})
         return 0
     if args.class_only:
         figures = print_class(time_grading(repo, students=args.students))
         if args.record:
-            args.record.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
-                                               "torch": torch.__version__, **figures}, indent=1) + "\n")
+            _record(args.record, figures)
         return 0
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
           f"torch {torch.__version__}, CUDA available: {torch.cuda.is_available()}")
@@ -687,6 +685,12 @@ def main(argv: list[str] | None = None) -> int:
     print_check(time_check(repo))
     print_class(time_grading(repo))
     return 0
+
+
+def _record(path: Path, figures: dict) -> None:
+    """Write a run's ``figures`` to ``path`` (JSON), with the date, the cores and torch's version."""
+    path.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+                               "torch": torch.__version__, **figures}, indent=1) + "\n")
 
 
 def print_class(g: dict[str, float]) -> dict[str, float]:
