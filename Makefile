@@ -41,7 +41,7 @@ test: install
 # BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min),
 # or --class-only --record FILE (a class of 30 graded by serial nbgrader and by ours, ~60 min).
 BENCH_FLAGS ?=
-bench: install
+bench: build
 	$(BIN)/python -m transformer_course.quality.bench $(BENCH_FLAGS)
 
 # The solution notebooks executed under the oldest and newest torch the course supports
