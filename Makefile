@@ -33,7 +33,7 @@ build: install
 grade: build
 	$(BIN)/transformer-course grade autograder/submitted --out $(OUT) --timeout $(TIMEOUT) --deadlines autograder/deadlines.toml
 	$(BIN)/transformer-course report $(OUT)
-	$(BIN)/python -m transformer_course.quality.expected $(OUT)
+	$(BIN)/python -m quality.expected $(OUT)
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -42,7 +42,7 @@ test: install
 # or --class-only --record FILE (a class of 30 graded by serial nbgrader and by ours, ~60 min).
 BENCH_FLAGS ?=
 bench: build
-	$(BIN)/python -m transformer_course.quality.bench $(BENCH_FLAGS)
+	$(BIN)/python -m quality.bench $(BENCH_FLAGS)
 
 # The solution notebooks executed under the oldest and newest torch the course supports
 # (environments in .venv-compat/, about 6 GB each where only CUDA builds can be had).

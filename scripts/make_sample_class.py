@@ -4,7 +4,7 @@ Each student's answers are written below as a student would type them into the a
 cells; what each one should score is in ``autograder/sample_class.toml`` (the tests
 check it). Re-run after changing a notebook's stubs:
 
-    .venv/bin/python scripts/make_sample_class.py
+    .venv/bin/python -m scripts.make_sample_class   (from the repository root: it reads the catalogue)
 """
 
 from __future__ import annotations
@@ -14,16 +14,8 @@ from pathlib import Path
 
 import nbformat
 
+from quality.catalogue import CORRECT, MISTAKES
 from transformer_course.layout import Repo
-from transformer_course.quality.catalogue import (
-    APPLY_OK,
-    BEAM_BATCHED,
-    BEAM_OK,
-    BPE_COUNTER,
-    BPE_REGEX,
-    CORRECT,
-    MISTAKES,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "autograder" / "submitted"
@@ -608,6 +600,11 @@ for _wrong, _right in [(TRAIN_NO_ZERO_GRAD, TRAIN_OK), (TRAIN_MEAN_OF_BATCHES, T
 
 # Beam search and BPE answers are the catalogue's (a row-by-row search with lists, a batched one,
 # Sennrich et al.'s regex style, and the mistakes named there).
+BEAM_OK = CORRECT["beam_search"]["rows_lists"]
+BEAM_BATCHED = CORRECT["beam_search"]["batched"]
+BPE_COUNTER = CORRECT["learn_bpe"]["counter"]
+BPE_REGEX = CORRECT["learn_bpe"]["regex"]
+APPLY_OK = CORRECT["apply_bpe"]["loop"]
 BEAM_NO_PENALTY = MISTAKES["beam_search"]["no_length_penalty"][0]
 BEAM_EXTENDS_FINISHED = MISTAKES["beam_search"]["extends_finished"][0]
 BPE_UNWEIGHTED = MISTAKES["learn_bpe"]["unweighted"][0]
@@ -652,16 +649,33 @@ A08 = "08_modern_decoder"
 EXERCISES_08 = Repo(ROOT).assignment(A08).exercises  # in notebook order
 
 
+# The correct variants the students' notebooks 08 are made of: student k takes each exercise's k-th
+# (the first where there are fewer).
+VARIANTS_08 = {
+    "RMSNorm": ["rsqrt", "sqrt_of_sum", "vector_norm", "builtin"],
+    "apply_rotary_embedding": ["stack_flatten", "checks_positions", "complex", "empty_like"],
+    "SwiGLU": ["silu", "sigmoid_by_hand", "silu_module"],
+    "repeat_kv": ["repeat_interleave", "expand_reshape", "index_select"],
+    "GroupedQueryAttention": ["by_hand", "sdpa", "sdpa_enable_gqa", "grouped_einsum"],
+    "online_softmax_attention": ["running_sums", "float64_inside", "query_and_key_blocks", "log_sum_exp"],
+    "DecoderBlock": ["two_steps", "named_branches"],
+    "DecoderLM": ["assign", "tie_other_way_functional", "zip_layers"],
+    "top_p_filter": ["scatter_back", "ascending_tail", "shifted_mask"],
+    "sample_next_token": ["multinomial", "gumbel_max", "inverse_cdf"],
+    "generate": ["cache", "preallocated"],
+}
+
+
 def answers_08(variant: int = 0, **mistakes: str) -> dict[str, str]:
-    """Answers to notebook 08 from the catalogue: each exercise's ``variant``-th correct variant (the
-    first where it has fewer), except the exercises named, which get that catalogue mistake."""
+    """Answers to notebook 08 from the catalogue: each exercise's ``variant``-th correct variant of
+    VARIANTS_08 (the first where it has fewer), except the exercises named, which get that catalogue mistake."""
     answers = {}
     for exercise in EXERCISES_08:
         if exercise in mistakes:
             answers[exercise] = MISTAKES[exercise][mistakes[exercise]][0]
         else:
-            variants = list(CORRECT[exercise].values())
-            answers[exercise] = variants[variant if variant < len(variants) else 0]
+            names = VARIANTS_08[exercise]
+            answers[exercise] = CORRECT[exercise][names[variant if variant < len(names) else 0]]
     return answers
 
 

@@ -5,52 +5,14 @@ Fast (no kernels); the sample class (test_grading.py) covers the real grading pa
 
 from __future__ import annotations
 
-import importlib
-import math
 import re
 import sys
-import types
-from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "autograder" / "reference"))
-
-from transformer_course.quality.catalogue import CHECKS, CORRECT, MISTAKES  # noqa: E402
-
-
-def namespace(code: str) -> dict:
-    """A notebook-like namespace: the imports of the notebook, then the answer cell."""
-    ns = {"torch": torch, "math": math, "F": F, "nn": nn}
-    # What the notebooks import from course_blocks, and earlier exercises of the same notebook.
-    for module in ("nb02_scaled_dot_product", "nb03_multi_head", "nb04_masking", "nb05_positional_encoding",
-                   "nb06_transformer", "nb07_training", "nb08_modern_decoder"):
-        ref = importlib.import_module(f"course_reference.{module}")
-        ns.update({k: v for k, v in vars(ref).items() if not k.startswith("_") and callable(v)})
-    # An answer cell may import more of the earlier blocks itself, as students do.
-    blocks = types.ModuleType("course_blocks")
-    vars(blocks).update({k: v for k, v in ns.items() if callable(v)})
-    saved = sys.modules.get("course_blocks")
-    sys.modules["course_blocks"] = blocks
-    try:
-        exec(compile(code, "<answer cell>", "exec"), ns)
-    finally:
-        if saved is None:
-            sys.modules.pop("course_blocks", None)
-        else:
-            sys.modules["course_blocks"] = saved
-    return ns
-
-
-def run_checks(exercise: str, ns: dict) -> None:
-    module, names = CHECKS[exercise]
-    checks = importlib.import_module(f"course_reference.checks.{module}")
-    for name in names:
-        getattr(checks, name)(ns)
-
+from quality.catalogue import ANSWERS, CHECKS, CORRECT, MISTAKES, OUTSIDE_CORRECT, OUTSIDE_MISTAKES
+from quality.incheck import namespace, run_checks, student_cells
 
 CORRECT_CASES = [(ex, name) for ex, variants in CORRECT.items() for name in variants]
 MISTAKE_CASES = [(ex, name) for ex, variants in MISTAKES.items() for name in variants]
@@ -188,14 +150,12 @@ def test_verdicts_hold_under_any_threads_and_load():
     the error the rule allows, so that a machine summing in another order cannot flip it."""
     import subprocess
 
-    from transformer_course.quality import outside
-
     def entries(catalogue: dict) -> list[tuple[str, str, str]]:
         return [(ex, name, entry if isinstance(entry, str) else entry[0])
                 for ex, variants in catalogue.items() for name, entry in variants.items()]
 
-    correct = entries(CORRECT) + entries(outside.CORRECT)
-    mistakes = entries(MISTAKES) + entries(outside.MISTAKES)
+    correct = entries(CORRECT) + entries(OUTSIDE_CORRECT)
+    mistakes = entries(MISTAKES) + entries(OUTSIDE_MISTAKES)
     saved = torch.get_num_threads()
     runs = {}
     try:
@@ -237,17 +197,56 @@ def test_section_pointers_in_feedback_name_real_headings(repo):
 
 
 def _independent_cases() -> list[tuple[str, str]]:
-    from transformer_course.quality.independent import ANSWERS
-
     return [(exercise, author) for exercise, authors in ANSWERS.items() if exercise in CHECKS for author in authors]
 
 
 @pytest.mark.parametrize(("exercise", "author"), _independent_cases())
 def test_independent_answers_pass(exercise, author):
-    """The independently written answers (quality/independent.py) are correct: each passes its checks, with
+    """The independently written answers (catalogue/students/) are correct: each passes its checks, with
     the same author's earlier answers of the notebook defined before it, as in their notebook."""
-    from transformer_course.quality.independent import ANSWERS
+    run_checks(exercise, namespace(student_cells(exercise, author)))
 
-    earlier = [by[author] for name, by in ANSWERS.items() if author in by]
-    cells = earlier[:list(ANSWERS).index(exercise) + 1]
-    run_checks(exercise, namespace("\n\n".join(cells)))
+
+def test_a_catalogue_file_is_checked_on_its_own(repo):
+    """`python -m quality.catalogue FILE...` prints each file's verdict and what the checks said; a
+    mistake whose feedback lacks its words is reported wrong."""
+    import dataclasses
+    import subprocess
+
+    from quality.catalogue import read
+    from quality.incheck import outcome
+
+    folder = repo.root / "catalogue" / "01_self_attention" / "softmax"
+    files = [folder / "correct_amax.py", folder / "mistake_no_max_shift.py"]
+    run = subprocess.run([sys.executable, "-m", "quality.catalogue", *map(str, files)], cwd=repo.root,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("ok") and lines[0].endswith(": passed")
+    assert lines[1].startswith("ok") and "overflows" in lines[1]
+    mistake = read(files[1])
+    assert outcome(mistake)[0]
+    assert not outcome(dataclasses.replace(mistake, fields={**mistake.fields, "feedback": "no such words"}))[0]
+    assert not outcome(dataclasses.replace(mistake, kind="correct"))[0]
+
+
+def test_a_catalogue_file_out_of_place_or_without_its_header_is_refused(tmp_path):
+    from quality.catalogue import read
+
+    where = tmp_path / "01_self_attention" / "softmax"
+    where.mkdir(parents=True)
+    (where / "mistake_x.py").write_text("# mistake: x\n# source: own\n\ndef softmax(x, dim=-1):\n    return x\n")
+    with pytest.raises(ValueError, match="# feedback: ..."):
+        read(where / "mistake_x.py", tmp_path)
+    (where / "mistake_x.py").write_text("# mistake: x\n# feedback: y\n# source: own\ndef softmax(x, dim=-1):\n")
+    with pytest.raises(ValueError, match="then a blank line"):
+        read(where / "mistake_x.py", tmp_path)
+    (where / "other.py").write_text("# correct: x\n\nx = 1\n")
+    with pytest.raises(ValueError, match="correct_<name>.py"):
+        read(where / "other.py", tmp_path)
+    (where / "mistake_x.py").write_text("# mistake: x\n# feedback: y\n# source: own\n# why\n\n"
+                                        "def softmax(x, dim=-1):\n")
+    got = read(where / "mistake_x.py", tmp_path)
+    assert (got.notebook, got.exercise, got.kind, got.name, got.words, got.origin, got.notes) == (
+        "01_self_attention", "softmax", "mistake", "x", "y", "own", ("why",))
+    assert got.code == "def softmax(x, dim=-1):\n"

@@ -1,11 +1,11 @@
 """The catalogue graded through the real path (`grade_class`): right both ways, mistakes named,
-and a mistake costs points on its own exercise only (see transformer_course/fairness.py)."""
+and a mistake costs points on its own exercise only (see quality/fairness.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from transformer_course.quality.fairness import figures, grade_catalogue
+from quality.fairness import figures, grade_catalogue
 
 from .conftest import GRADING_TIMEOUT
 
@@ -43,7 +43,7 @@ def test_figures_cover_the_whole_catalogue(catalogue_graded):
 
 
 def test_the_outside_catalogue_is_graded_apart(catalogue_graded):
-    """Code adapted from public implementations and bugs from their issue threads (outside.py)."""
+    """Code adapted from public implementations and bugs from their issue threads (a source address)."""
     found, _ = catalogue_graded
     own, theirs = figures(found, "own"), figures(found, "outside")
     assert theirs["correct variants"] >= 10 and theirs["mistakes"] >= 10

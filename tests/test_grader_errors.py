@@ -11,12 +11,12 @@ import time
 import nbformat
 import pytest
 
+from quality import attacks
+from quality.attacks import A01
 from transformer_course.cli import main
 from transformer_course.grading import batch, judge_box
 from transformer_course.grading.grade import Grader, GraderError
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, SOURCE_SUFFIX, Repo
-from transformer_course.quality import attacks
-from transformer_course.quality.attacks import A01
 
 from .conftest import GRADING_TIMEOUT
 

@@ -12,7 +12,7 @@ import pytest
 def test_sample_class_matches_its_expectations(graded, expected):
     """Every score, status and feedback keyword of autograder/sample_class.toml, read from the
     CSV files an instructor gets (the same comparison CI runs on `make grade`'s output)."""
-    from transformer_course.quality.expected import compare
+    from quality.expected import compare
 
     _, out = graded
     problems = compare(out, expected, only_expected=False)
@@ -20,7 +20,7 @@ def test_sample_class_matches_its_expectations(graded, expected):
 
 
 def test_the_comparison_catches_a_changed_score(graded, expected, tmp_path):
-    from transformer_course.quality.expected import compare
+    from quality.expected import compare
 
     _, out = graded
     for name in ("grades.csv", "exercises.csv"):
@@ -155,8 +155,8 @@ def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
 
     import nbformat
 
+    from quality import attacks
     from transformer_course.grading.batch import grade_class
-    from transformer_course.quality import attacks
 
     from .conftest import GRADING_TIMEOUT
 
@@ -367,8 +367,8 @@ def test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_doe
 
     import nbformat
 
-    from transformer_course.quality import attacks
-    from transformer_course.quality.bench import _bare_scores, bare_course
+    from quality import attacks
+    from quality.bench import _bare_scores, bare_course
 
     from .conftest import GRADING_TIMEOUT
 

@@ -23,10 +23,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from quality.attacks import A01
 from transformer_course.grading.batch import grade_class
 from transformer_course.grading.spreadsheet import FORMULA_START, csv_text, original, safe_cell
 from transformer_course.instructors.report import build_report
-from transformer_course.quality.attacks import A01
 
 from .conftest import GRADING_TIMEOUT
 from .test_browser import _jupyter_lab

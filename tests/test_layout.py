@@ -1,5 +1,5 @@
 """The package's layout shows the pipeline: subpackages by role, no import cycle between modules, and
-a quality suite the grader never imports."""
+the quality suite (quality/, catalogue/) outside it, never imported by it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_course"
 TOP = {"transformer_course", "transformer_course.cli", "transformer_course.layout", "transformer_course.words"}
-ROLES = {"course", "grading", "instructors", "quality"}
+ROLES = {"course", "grading", "instructors"}
 
 
 def modules() -> dict[str, Path]:
@@ -74,15 +74,31 @@ def test_the_cycle_finder_finds_one():
     assert cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_every_module_has_its_role_and_the_grader_never_imports_the_quality_suite():
+def test_every_module_has_its_role_and_the_package_never_imports_the_quality_suite():
     edges = graph()
     for name in edges:
         assert name in TOP or name.split(".")[1] in ROLES, f"{name}: put it in one of {sorted(ROLES)}"
-    shipped = [n for n in edges if not n.startswith("transformer_course.quality")]
-    for name in shipped:
-        quality = sorted(m for m in edges[name] if m.startswith("transformer_course.quality"))
-        assert not quality, f"{name} imports the quality suite: {quality}"
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            found = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [m for m in found if m.split(".")[0] == "quality"], f"{name} imports the quality suite"
     assert any(m.startswith("transformer_course.grading") for m in edges["transformer_course.cli"])
+    assert (PACKAGE.parents[1] / "quality" / "catalogue.py").is_file()
+
+
+def test_the_linter_knows_the_names_an_answer_cell_sees_and_no_others(repo):
+    """catalogue/ruff.toml's builtins are the notebooks' imports (quality.catalogue.IMPORTS) and the
+    course's exercises: a misspelt name in a variant stays an error."""
+    import tomllib
+
+    from quality.catalogue import IMPORTS
+
+    imported = {a.asname or a.name for node in ast.parse(IMPORTS).body for a in node.names}
+    exercises = {e for a in repo.assignments() for e in a.exercises}
+    declared = tomllib.loads((repo.root / "catalogue" / "ruff.toml").read_text())["builtins"]
+    assert len(declared) == len(set(declared))
+    assert set(declared) == imported | exercises
 
 
 def test_every_question_in_words_has_a_rubric_in_the_instructors_guide(repo):

@@ -11,9 +11,9 @@ import textwrap
 import nbformat
 import pytest
 
+from quality import attacks
+from quality.attacks import A01
 from transformer_course.grading import forkserver, memcg, sandbox
-from transformer_course.quality import attacks
-from transformer_course.quality.attacks import A01
 
 from .conftest import GRADING_TIMEOUT, ROOT
 

@@ -8,9 +8,9 @@ import csv
 
 import pytest
 
+from quality import copiers
 from transformer_course.instructors import similarity
 from transformer_course.instructors.similarity import SOLUTION, THRESHOLD, canonical, compare
-from transformer_course.quality import copiers
 
 # Honest pairs at or above the default threshold, found by make bench and read one by one: each
 # is two answers that are the same code line for line (an own-catalogue variant written the way

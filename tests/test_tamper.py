@@ -1,7 +1,7 @@
 """Tampering with the grader from answer cells: each notebook gets the points it earned and no
 more, and the class run goes on. Graded through the real path (`grade_class`, Dask workers).
 
-The attacks on notebook 01 are in ``transformer_course.quality.attacks`` (``make bench`` counts them too).
+The attacks on notebook 01 are in ``quality.attacks`` (``make bench`` counts them too).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from quality import attacks
+from quality.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
 from transformer_course.cli import main
 from transformer_course.grading import forkserver, judge_box, sandbox
 from transformer_course.grading.batch import grade_class, output_lock
 from transformer_course.grading.nbgrader_setup import TOKEN_MIME, guard_token
-from transformer_course.quality import attacks
-from transformer_course.quality.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
 
 from .conftest import GRADING_TIMEOUT
 

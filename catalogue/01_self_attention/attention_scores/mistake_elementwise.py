@@ -1,0 +1,6 @@
+# mistake: elementwise
+# feedback: raised RuntimeError
+# source: own
+
+def attention_scores(query, key):
+    return (query * key).sum(-1)

@@ -1,0 +1,6 @@
+# mistake: batch axis
+# feedback: batch axis
+# source: own
+
+def self_attention(x, w_q, w_k, w_v):
+    return softmax(attention_scores(x @ w_q, x @ w_k), dim=0) @ (x @ w_v)

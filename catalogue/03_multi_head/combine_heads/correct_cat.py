@@ -1,0 +1,5 @@
+# correct: cat
+# source: own
+
+def combine_heads(x):
+    return torch.cat(x.unbind(1), dim=-1)

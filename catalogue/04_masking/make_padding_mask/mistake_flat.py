@@ -1,0 +1,6 @@
+# mistake: flat
+# feedback: (B, L)
+# source: own
+
+def make_padding_mask(tokens, pad_id):
+    return tokens != pad_id

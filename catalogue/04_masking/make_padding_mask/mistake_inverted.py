@@ -1,0 +1,6 @@
+# mistake: inverted
+# feedback: inverted
+# source: own
+
+def make_padding_mask(tokens, pad_id):
+    return (tokens == pad_id)[:, None, None, :]

@@ -1,0 +1,6 @@
+# mistake: float
+# feedback: bool tensor
+# source: own
+
+def make_padding_mask(tokens, pad_id):
+    return (tokens != pad_id).float()[:, None, None, :]

@@ -1,0 +1,13 @@
+# mistake: not chained
+# feedback: each layer's input
+# source: own
+
+class Encoder(nn.Module):
+    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.1):
+        super().__init__()
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)])
+
+    def forward(self, x, src_mask):
+        for layer in self.layers:
+            out = layer(x, src_mask)
+        return out

@@ -1,0 +1,14 @@
+# mistake: extra layer
+# feedback: does not need
+# source: own
+
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.1):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.w_3 = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        return self.w_3(self.w_2(self.dropout(torch.relu(self.w_1(x)))))

@@ -1,0 +1,13 @@
+# mistake: relu after
+# feedback: after w_2
+# source: own
+
+class PositionwiseFeedForward(nn.Module):
+    def __init__(self, d_model, d_ff, dropout=0.1):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return torch.relu(self.w_2(self.dropout(self.w_1(x))))

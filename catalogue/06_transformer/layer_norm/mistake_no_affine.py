@@ -1,0 +1,7 @@
+# mistake: no affine
+# feedback: ignores weight and bias
+# source: own
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    return (x - mean) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps)

@@ -1,0 +1,17 @@
+# mistake: returns string
+# feedback: returned a string
+# source: own
+
+def apply_bpe(word, merges):
+    symbols = list(word) + ['</w>']
+    for a, b in merges:
+        out, i = [], 0
+        while i < len(symbols):
+            if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
+                out.append(a + b)
+                i += 2
+            else:
+                out.append(symbols[i])
+                i += 1
+        symbols = out
+    return ' '.join(symbols)

@@ -1,0 +1,18 @@
+# correct: forward
+# source: own
+# Through forward(src, ys), which builds the same masks itself (bentrevett-style loops).
+
+@torch.no_grad()
+def greedy_decode(model, src, max_len, bos_id, eos_id):
+    src_mask = make_padding_mask(src, model.pad_id)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for _ in range(max_len - 1):
+        nxt = model(src, ys)[:, -1].argmax(-1)
+        nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt == eos_id
+        if done.all():
+            break
+    return ys

@@ -1,0 +1,17 @@
+# mistake: ignores eos
+# feedback: keeps generating after its <eos>
+# source: own
+# Never looks at <eos> (course v5 issue: the feedback gave the shape alone).
+
+@torch.no_grad()
+def greedy_decode(model, src, max_len, bos_id, eos_id):
+    src_mask = make_padding_mask(src, model.pad_id)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for _ in range(max_len - 1):
+        h = model.decode(ys, memory, src_mask, make_decoder_mask(ys, model.pad_id))
+        nxt = model.generator(h[:, -1]).argmax(-1)
+        ys = torch.cat([ys, nxt[:, None]], 1)
+        done |= nxt == eos_id
+    return ys

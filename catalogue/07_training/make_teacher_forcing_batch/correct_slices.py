@@ -1,0 +1,5 @@
+# correct: slices
+# source: own
+
+def make_teacher_forcing_batch(tgt, pad_id):
+    return tgt[:, :-1], tgt[:, 1:]

@@ -1,0 +1,7 @@
+# correct: min
+# source: own
+
+def noam_lr(step, d_model, warmup_steps):
+    if step < 1:
+        raise ValueError('step counts from 1')
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)

@@ -1,0 +1,6 @@
+# mistake: keeps last
+# feedback: one longer
+# source: own
+
+def shift_right(tgt, bos_id):
+    return torch.cat([torch.full_like(tgt[:, :1], bos_id), tgt], 1)

@@ -1,0 +1,20 @@
+# mistake: no train mode
+# feedback: eval() mode
+# source: own
+
+def train_epoch(model, loader, optimizer, scheduler, loss_fn, device):
+    total, n = 0.0, 0
+    for src, tgt in loader:
+        src, tgt = src.to(device), tgt.to(device)
+        dec_in, labels = make_teacher_forcing_batch(tgt, model.pad_id)
+        loss = loss_fn(model(src, dec_in), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        k = int((labels != model.pad_id).sum())
+        total += loss.item() * k
+        n += k
+    return total / n

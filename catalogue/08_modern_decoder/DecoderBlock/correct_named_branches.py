@@ -1,0 +1,16 @@
+# correct: named branches
+# source: own
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)
+        self.ffn_norm = RMSNorm(d_model)
+        self.ffn = SwiGLU(d_model, d_ff)
+
+    def forward(self, x, past_kv=None):
+        attended, cache = self.attn(self.attn_norm(x), past_kv=past_kv)
+        h = x + attended
+        out = h + self.ffn(self.ffn_norm(h))
+        return out, cache

@@ -1,0 +1,17 @@
+# mistake: bitnet x plus x
+# feedback: added to itself
+# source: https://github.com/kyegomez/BitNet/issues/32
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)
+        self.ffn_norm = RMSNorm(d_model)
+        self.ffn = SwiGLU(d_model, d_ff)
+
+    def forward(self, x, past_kv=None):
+        x, present = self.attn(self.attn_norm(x), past_kv)
+        x = x + x
+        x = self.ffn(self.ffn_norm(x)) + x
+        return x, present

@@ -1,0 +1,17 @@
+# mistake: normalised stream
+# feedback: replaces the residual stream
+# source: own
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)
+        self.ffn_norm = RMSNorm(d_model)
+        self.ffn = SwiGLU(d_model, d_ff)
+
+    def forward(self, x, past_kv=None):
+        x = self.attn_norm(x)
+        h, kv = self.attn(x, past_kv)
+        x = self.ffn_norm(x + h)
+        return x + self.ffn(x), kv

@@ -1,0 +1,15 @@
+# mistake: pml book residual inside
+# feedback: sub-layer's input
+# source: https://github.com/probml/pml-book/issues/709
+
+class DecoderBlock(nn.Module):
+    def __init__(self, d_model, num_heads, num_kv_heads, d_ff):
+        super().__init__()
+        self.attn_norm = RMSNorm(d_model)
+        self.attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads)
+        self.ffn_norm = RMSNorm(d_model)
+        self.ffn = SwiGLU(d_model, d_ff)
+
+    def forward(self, x, past_kv=None):
+        x, present = self.attn(self.attn_norm(x) + x, past_kv)
+        return self.ffn(self.ffn_norm(x) + x), present

@@ -1,0 +1,13 @@
+# mistake: llmfoundry divide by rsqrt
+# feedback: multiplied by its root mean square
+# source: https://github.com/mosaicml/llm-foundry/issues/371
+
+class RMSNorm(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        output = x / torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return output * self.weight

@@ -1,0 +1,13 @@
+# mistake: mlx swapped gate
+# feedback: SiLU is applied to w3(x)
+# source: https://github.com/ml-explore/mlx-lm/pull/767
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=False)
+        self.w3 = nn.Linear(d_model, d_ff, bias=False)
+        self.w2 = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w3(x)) * self.w1(x))

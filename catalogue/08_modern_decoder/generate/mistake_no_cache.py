@@ -1,0 +1,11 @@
+# mistake: no cache
+# feedback: whole text at every step
+# source: own
+
+@torch.no_grad()
+def generate(model, prompt, max_new_tokens, temperature=1.0, top_p=1.0):
+    out = prompt
+    for _ in range(max_new_tokens):
+        logits, _ = model(out)
+        out = torch.cat([out, sample_next_token(logits[:, -1], temperature, top_p)[:, None]], 1)
+    return out

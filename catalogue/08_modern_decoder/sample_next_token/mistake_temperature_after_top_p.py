@@ -1,0 +1,11 @@
+# mistake: temperature after top p
+# feedback: after top_p chose
+# source: own
+
+def sample_next_token(logits, temperature=1.0, top_p=1.0):
+    if temperature < 0:
+        raise ValueError('temperature >= 0')
+    if temperature == 0:
+        return logits.argmax(-1)
+    p = (top_p_filter(logits, top_p) / temperature).softmax(-1)
+    return torch.multinomial(p, 1).squeeze(-1)

@@ -1,0 +1,11 @@
+# mistake: top p ignored
+# feedback: top_p is ignored
+# source: own
+
+def sample_next_token(logits, temperature=1.0, top_p=1.0):
+    if temperature < 0:
+        raise ValueError('temperature >= 0')
+    if temperature == 0:
+        return logits.argmax(-1)
+    p = (logits / temperature).softmax(-1)
+    return torch.multinomial(p, 1).squeeze(-1)

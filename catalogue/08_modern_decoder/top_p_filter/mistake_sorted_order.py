@@ -1,0 +1,13 @@
+# mistake: sorted order
+# feedback: sorted order
+# source: own
+
+def top_p_filter(logits, top_p):
+    if not 0 < top_p <= 1:
+        raise ValueError('top_p in (0, 1]')
+    if top_p == 1:
+        return logits
+    v, idx = torch.sort(logits, dim=-1, descending=True, stable=True)
+    p = v.softmax(-1)
+    keep = (p.cumsum(-1) - p) < top_p
+    return v.masked_fill(~keep, float('-inf'))

@@ -1,0 +1,20 @@
+# student: carol
+# source: written independently from the student release and `check` alone (catalogue/README.md)
+
+def make_causal_mask(size: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Let each position attend to itself and earlier positions only.
+
+    Args:
+        size: sequence length ``T``.
+        device: where to create the mask (default: PyTorch's default device).
+
+    Returns:
+        bool ``(1, 1, T, T)``; ``[0, 0, i, j]`` is True iff ``j <= i``.
+    """
+    # a grid of True, created directly on the wanted device
+    all_allowed = torch.ones(size, size, dtype=torch.bool, device=device)
+    # keep the lower triangle with the diagonal: key j <= query i
+    lower_triangle = torch.tril(all_allowed)
+    # leading axes for batch and heads: (1, 1, T, T)
+    causal_mask = torch.reshape(lower_triangle, (1, 1, size, size))
+    return causal_mask

@@ -1,0 +1,77 @@
+# student: carol
+# source: written independently from the student release and `check` alone (catalogue/README.md)
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer, Vaswani et al. (2017) figure 1, batch-first.
+
+    Args:
+        src_vocab_size, tgt_vocab_size: vocabulary sizes.
+        d_model, num_heads, num_layers, d_ff, dropout: the paper's D, h, N, d_ff, P_drop.
+        max_len: the longest sequence the positional encoding covers.
+        pad_id: the padding id of both sides; ``forward`` masks it.
+        tie_embeddings: share one matrix between ``tgt_embed`` and ``generator`` (paper
+            section 3.4); default False, each owns its weights.
+
+    Shape:
+        encode(src ``(B, S)`` int64, src_mask) -> memory ``(B, S, D)``;
+        decode(tgt ``(B, T)`` int64, memory, src_mask, tgt_mask) -> ``(B, T, D)``;
+        forward(src ``(B, S)``, tgt ``(B, T)``) -> logits ``(B, T, tgt_vocab_size)``.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        num_heads: int = 8,
+        num_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        max_len: int = 5000,
+        pad_id: int = 0,
+        tie_embeddings: bool = False,
+    ):
+        super().__init__()
+        self.pad_id = pad_id
+        self.src_embed = TokenEmbedding(src_vocab_size, d_model)
+        self.tgt_embed = TokenEmbedding(tgt_vocab_size, d_model)
+        self.positional_encoding = PositionalEncoding(d_model, dropout, max_len)
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout)
+        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout)
+        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        if tie_embeddings:  # paper section 3.4: the generator reuses the target embedding matrix (V, D)
+            self.generator.weight = self.tgt_embed.embedding.weight
+        for param in self.parameters():
+            if param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None) -> torch.Tensor:
+        # token vectors (times sqrt(D)), then positions and dropout
+        source_embeddings = self.src_embed(src)  # (B, S, D)
+        source_with_positions = self.positional_encoding(source_embeddings)
+        # the encoder stack gives the memory
+        memory = self.encoder(source_with_positions, src_mask)  # (B, S, D)
+        return memory
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor | None,
+        tgt_mask: torch.Tensor | None,
+    ) -> torch.Tensor:
+        # same embedding steps on the target side
+        target_embeddings = self.tgt_embed(tgt)  # (B, T, D)
+        target_with_positions = self.positional_encoding(target_embeddings)
+        decoder_output = self.decoder(target_with_positions, memory, src_mask, tgt_mask)  # (B, T, D)
+        return decoder_output
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        # masks from the padding id: source padding (B, 1, 1, S), decoder padding & causal (B, 1, T, T)
+        source_mask = make_padding_mask(src, self.pad_id)
+        target_mask = make_decoder_mask(tgt, self.pad_id)
+        memory = self.encode(src, source_mask)
+        decoder_output = self.decode(tgt, memory, source_mask, target_mask)
+        # raw logits over the target vocabulary (the loss applies the softmax)
+        logits = self.generator(decoder_output)  # (B, T, tgt_vocab_size)
+        return logits
