@@ -52,3 +52,19 @@ def test_the_outside_catalogue_is_graded_apart(catalogue_graded):
     assert theirs["mistakes caught (%)"] == 100.0
     assert theirs["mistakes named in feedback (%)"] >= 90.0
     assert all(o.case.source.startswith("https://") for o in found if o.case.origin == "outside")
+
+
+def test_the_counts_quoted_in_the_benchmarks_are_those_graded(repo, catalogue_graded):
+    """docs/benchmarks.md's fairness rows give each catalogue's correct answers, mistakes and exercises
+    as graded here."""
+    import re
+
+    found, _ = catalogue_graded
+    text = " ".join((repo.root / "docs" / "benchmarks.md").read_text().split())
+    for origin, label in (("own", "own catalogue"), ("outside", "outside catalogue")):
+        m = re.search(rf"\*\*grader fairness, {label}\*\* [^|]*?: (\d+) correct(?: variants)?, (\d+) mistakes, "
+                      r"(\d+) exercises", text)
+        assert m, f"no fairness row for the {label}"
+        numbers = figures(found, origin)
+        exercises = len({o.case.exercise for o in found if o.case.origin == origin})
+        assert tuple(map(int, m.groups())) == (numbers["correct variants"], numbers["mistakes"], exercises)
