@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from quality.catalogue import CORRECT
+from quality.catalogue import ANSWERS, CORRECT
+from quality.catalogue import OUTSIDE_CORRECT as OUTSIDE
 from transformer_course.instructors.similarity import SOLUTION, Pair, Report
 
 
@@ -88,8 +89,6 @@ def test_class(solutions: dict[str, str]) -> dict[str, dict[str, str]]:
     """exercise -> {student: answer}: ``own:<variant>`` and ``outside:<variant>`` for each correct
     variant of the two catalogues (honest students), ``copier:<disguise>`` of the published solution,
     and ``copier:all three:<student>`` of each honest classmate."""
-    from quality.catalogue import OUTSIDE_CORRECT as OUTSIDE
-
     found: dict[str, dict[str, str]] = {}
     for exercise, solution in solutions.items():
         students = found.setdefault(exercise, {})
@@ -226,9 +225,6 @@ def student_class(solutions: dict[str, str]) -> tuple[dict[str, dict[str, str]],
     """``(answers, copied_from)``: exercise -> {student: answer} over notebooks 01-06, and each copier's
     source. Honest students: the independent answers (``catalogue/students/``) and the outside catalogue's
     correct variants of those exercises (``outside-<k>``: each exercise's k-th variant). Copiers: :data:`COPIERS`."""
-    from quality.catalogue import ANSWERS
-    from quality.catalogue import OUTSIDE_CORRECT as OUTSIDE
-
     answers: dict[str, dict[str, str]] = {}
     for exercise, by in ANSWERS.items():
         answers[exercise] = dict(by)
