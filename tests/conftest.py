@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from transformer_course.grading.batch import grade_class
 from transformer_course.instructors import similarity
@@ -20,6 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # endless loops pay it once per such cell.
 GRADING_TIMEOUT = 60
 
+
+# Generated hostile input (hypothesis): a bounded, repeatable profile in `make test` (no example
+# database written into the checkout, the same examples every run); `make bench` runs the "long"
+# profile (HYPOTHESIS_PROFILE=long), more examples and a fresh draw each time.
+settings.register_profile("test", max_examples=40, deadline=None, database=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.register_profile("long", max_examples=1000, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "test"))
 
 # A check leaves no server behind in the tests (one test turns it on: test_journeys.py).
 os.environ.setdefault("COURSE_CHECK_SERVER", "off")
