@@ -92,11 +92,13 @@ def _grade(args: argparse.Namespace) -> int:
                               memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
                               max_output_mb=args.max_output, deadlines=deadlines, only=only,
                               max_submission_mb=args.max_submission_mb or None)
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (grading/stop.py): what was in progress is not kept
         _traceback(args)
-        print(f"\ninterrupted: {kept_line(getattr(exc, 'grading_progress', None), args.out)}; run the same command "
+        code = getattr(exc, "exit_code", 130)
+        print(f"\n{'interrupted' if code == 130 else 'terminated'}: "
+              f"{kept_line(getattr(exc, 'grading_progress', None), args.out)}; run the same command "
               "again to grade the rest", file=sys.stderr)
-        return 130
+        return code
     except OutputBusy as exc:
         print(f"transformer-course grade: error: {exc}", file=sys.stderr)
         return 2

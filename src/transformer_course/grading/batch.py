@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 
 from transformer_course.course import mathjax
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading import boundary, forkserver, sandbox, stop
 from transformer_course.grading import limits as limits_of
 from transformer_course.grading.atomic import atomic_write
 from transformer_course.grading.classbook import ClassBook
@@ -56,7 +56,7 @@ from transformer_course.grading.grade import (
     one_line,
     zero_scores,
 )
-from transformer_course.grading.handin import NOT_GRADED, Releases, discover, find_submission, summary
+from transformer_course.grading.handin import NOT_GRADED, Handed, Releases, discover, find_submission, summary
 from transformer_course.grading.intake import DEFAULT_MAX_MB
 from transformer_course.grading.publish import late_banner, write_csvs, written_on_pages
 from transformer_course.grading.version import grader_version
@@ -97,6 +97,7 @@ def grade_task(root: str, limits: dict, threads: int, work_root: str, task: Task
         path.parent.mkdir()
         path.write_bytes(task.data)
         result = grader.grade(task.student_id, assignment, path, task.note, Path(tmp) / "fb")
+        stop.check()  # a Ctrl-C reached this worker's kernel: what it did is not the student's
         html = Path(tmp, "fb", task.student_id, assignment.name, f"{assignment.notebook}.html").read_text()
     autograded = grader.autograded(assignment)
     cells: dict[str, float] = {}
@@ -261,12 +262,14 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
     done = Progress()
     try:
         check_writable(out)  # a read-only, full or forbidden OUT fails now, not after minutes of start
-        with output_lock(out):
+        with stop.handled(), output_lock(out):
             limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
                       "max_output_mb": max_output_mb}
             return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines,
                                 threads, chosen, max_submission_mb, done)
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            stop.sweep()  # no kernel, judge, sandbox or worker of this run outlives it
         with contextlib.suppress(AttributeError):
             exc.grading_progress = done  # type: ignore[attr-defined]  # what the command's last line says
         raise
@@ -371,39 +374,45 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
         print(f"warning: {submitted.name}/{warning}", file=sys.stderr)
     version = grader_version(repo, *(limits[k] for k in sorted(limits)))
     records: dict[tuple[str, str], dict] = {}
-    tasks, missing, notices = [], [], []
+    tasks: list[Task] = []
+    missing: list[Task] = []
+    notices: list[str] = []
+    errors: list[tuple[Task, dict]] = []  # grader failures found before grading, logged with the others
     known = Releases(repo.assignments())  # every assignment's, also with ``only``: a wrong notebook is named
     where: dict[tuple[str, str], tuple[Path, Path | None]] = {}  # the submission's folder and notebook
     for student_id, assignment, folder in pairs:
-        handed = find_submission(folder, assignment, max_submission_mb, known)
-        path, note, data = handed.path, handed.note, handed.data
-        if handed.unusual:  # renamed, several notebooks, another's, no notebook, refused: the summary lists it
-            notices.append(f"{student_id} {assignment.name}: {note.strip()}")
-        where[(student_id, assignment.name)] = (folder, path)
-        fingerprint = hashlib.sha256(
-            f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
-            + (data or b"")).hexdigest()
-        record_path = out / "results" / student_id / f"{assignment.name}.json"
-        if not regrade and record_path.is_file():
-            try:
-                record = json.loads(record_path.read_text())
-                if record.get("fingerprint") == fingerprint:
-                    records[(student_id, assignment.name)] = record
-                    continue
-            except (json.JSONDecodeError, OSError):
-                pass  # a damaged record is graded again
-        task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint,
-                    handed.status)
-        (tasks if path else missing).append(task)
+        key = (student_id, assignment.name)
+        with boundary.pair("intake") as failed:  # one hand-in's bytes decide its own row, never the run
+            task, record, handed = _intake(student_id, assignment, folder, out, version, regrade, known,
+                                           max_submission_mb)
+            where[key] = (folder, handed.path)
+            if handed.unusual:  # renamed, several notebooks, another's, no notebook, refused: the summary lists it
+                notices.append(f"{student_id} {assignment.name}: {handed.note.strip()}")
+        if failed:
+            task = Task(student_id, assignment.name, None, None, failed[0].reason, "", failed[0].status)
+            notices.append(f"{student_id} {assignment.name}: {failed[0].reason}")
+            where[key] = (folder, None)
+            if failed[0].recorded:
+                missing.append(task)  # recorded without a kernel, as the hand-in decides it
+            else:
+                records[key] = _grader_error(task, assignments[task.assignment], failed[0].error)
+                errors.append((task, records[key]))
+            continue
+        if record is not None:
+            records[key] = record
+        else:
+            (tasks if task.filename else missing).append(task)
     done.pairs, done.kept, done.to_grade = len(pairs), len(records), len(tasks)
     book = ClassBook(out / "nbgrader", repo)
     mathjax.install(out / "feedback" / MATHJAX_FOLDER)  # formulas render offline (else: the CDN)
     errors_log = out / ERRORS_LOG
     errors_log.unlink(missing_ok=True)  # this run's failures only
+    for task, payload in errors:
+        _log_error(errors_log, task, payload)
     for task in missing:
         payload = _missing(task, assignments[task.assignment], task.status or "missing")
-        _save(out, book, assignments[task.assignment], payload, done)
-        records[(task.student_id, task.assignment)] = payload
+        records[(task.student_id, task.assignment)] = _record(out, book, assignments[task.assignment], task,
+                                                              payload, errors_log, done)
     workers = workers or os.cpu_count() or 1
     if threads is None:
         threads = max(1, (os.cpu_count() or 1) // workers) if scheduler is None else 1
@@ -420,6 +429,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     finished = _run(tasks, run_args, workers, scheduler)
     try:
         for task, payload in finished:
+            stop.check()  # after Ctrl-C, what was in progress failed because of it: not the student's row
             if isinstance(payload, BaseException) and fault_of(payload, strict=True):
                 done.failed = f"{task.student_id}/{task.assignment}"
                 raise payload  # the worker could not write (a full disk): every other notebook would fail alike
@@ -429,11 +439,8 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 payload = GraderError(f"the grading worker returned a record that is not one: {problem}")
             if isinstance(payload, BaseException):
                 payload = _grader_error(task, assignments[task.assignment], payload)
-            if payload["result"]["status"] == GRADER_ERROR:
-                _log_error(errors_log, task, payload)
-            else:
-                _save(out, book, assignments[task.assignment], {**payload, "submitted": task.data}, done)
-            records[(task.student_id, task.assignment)] = payload
+            records[(task.student_id, task.assignment)] = _record(out, book, assignments[task.assignment], task,
+                                                                  payload, errors_log, done)
             bar.update()
     finally:
         finished.close()  # the cluster closes now, not when the exception's traceback is freed
@@ -445,19 +452,80 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
             forkserver.stop_all()  # the kernel templates of this process (workers=1) mount it
     results = [_as_result(records[key]) for key in sorted(records)]
     if deadlines is not None:
-        late.apply(results, where, deadlines)
         for r in results:
-            if r.status not in (*NOT_GRADED, GRADER_ERROR):
-                assignment = assignments[r.assignment]
-                book.lateness(assignment, r, deadlines.due(r.assignment))
-                late_banner(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html",
-                             r, deadlines)
+            _lateness(r, assignments[r.assignment], where, deadlines, book, out)
     points = book.written(results, assignments)
     write_csvs(results, out)
-    written_on_pages(out, results, assignments, points)  # the instructor's points on the pages, none as 0
+    for r in results:  # the instructor's points on the pages, none as 0
+        with boundary.pair("pages") as failed:
+            written_on_pages(out, [r], assignments, points)
+        if failed:
+            print(f"warning: {r.student_id} {r.assignment}: its feedback page does not show the points in words "
+                  f"({failed[0].reason})", file=sys.stderr)
     if notices:  # after grading, in one block: what was handed in other than the expected notebook
         print(summary(notices), file=sys.stderr)
     return results
+
+
+def _intake(student_id: str, assignment: Assignment, folder: Path, out: Path, version: str, regrade: bool,
+            known: Releases, max_submission_mb: float | None) -> tuple[Task, dict | None, Handed]:
+    """Find and read one pair's hand-in: its :class:`Task`, its earlier record where that is up to date
+    (nothing to grade again), and what was found. Runs inside the pair's boundary: whatever it raises
+    is that pair's row."""
+    handed = find_submission(folder, assignment, max_submission_mb, known)
+    path, note, data = handed.path, handed.note, handed.data
+    fingerprint = hashlib.sha256(
+        f"{version}|{student_id}|{assignment.name}|{path.name if path else ''}|{note}".encode()
+        + (data or b"")).hexdigest()
+    task = Task(student_id, assignment.name, path.name if path else None, data, note, fingerprint, handed.status)
+    record_path = out / "results" / student_id / f"{assignment.name}.json"
+    if not regrade and record_path.is_file():
+        with contextlib.suppress(ValueError, OSError, RecursionError):  # a damaged record is graded again
+            record = json.loads(record_path.read_text())
+            if isinstance(record, dict) and record.get("fingerprint") == fingerprint:
+                return task, record, handed
+    return task, None, handed
+
+
+def _record(out: Path, book: ClassBook, assignment: Assignment, task: Task, payload: dict, errors_log: Path,
+            done: Progress) -> dict:
+    """Write one pair's record and pages (:func:`_save`) inside its boundary; the payload its row
+    comes from: this one, or a grader-error (not recorded, logged) where writing it failed for
+    another reason than the storage (a full disk is the run's)."""
+    if payload["result"]["status"] != GRADER_ERROR:
+        with boundary.pair("record") as failed:
+            _save(out, book, assignment, {**payload, "submitted": task.data}, done)
+            return payload
+        done.failed = ""  # it is logged as a grader error, and graded again by the next run
+        payload = _grader_error(task, assignment, failed[0].error)
+    _log_error(errors_log, task, payload)
+    return payload
+
+
+def _lateness(result: SubmissionResult, assignment: Assignment, where: dict, deadlines: Deadlines,
+              book: ClassBook, out: Path) -> None:
+    """One pair's hand-in time, late penalty, gradebook entry and banner, inside its boundary: a
+    time that cannot be worked with (a date out of range) is said on its row and page, never the run's end."""
+    if result.status in (*NOT_GRADED, GRADER_ERROR):
+        return
+    page = out / "feedback" / result.student_id / result.assignment / f"{assignment.notebook}.html"
+    with boundary.pair("lateness") as failed:
+        late.apply([result], where, deadlines)
+    if failed:
+        result.submitted_at, result.due, result.late_by, result.late_penalty = "", "", 0.0, 0.0
+        result.late_note = (f"the hand-in time could not be used ({boundary.said(failed[0].error)}): no late "
+                            "penalty was worked out; check it by hand")
+        result.reason = f"{result.reason.strip()} [{result.late_note}]".strip()
+    with boundary.pair("lateness") as failed:
+        book.lateness(assignment, result, deadlines.due(result.assignment))
+    if failed:  # the tables have it; formgrader's page lacks it
+        print(f"warning: {result.student_id} {result.assignment}: the gradebook does not hold its hand-in time "
+              f"({boundary.said(failed[0].error)})", file=sys.stderr)
+    with boundary.pair("pages") as failed:
+        late_banner(page, result, deadlines)
+    if failed:
+        print(f"warning: {result.student_id} {result.assignment}: its feedback page does not say its lateness "
+              f"({boundary.said(failed[0].error)})", file=sys.stderr)
 
 
 def _log_error(log: Path, task: Task, payload: dict) -> None:

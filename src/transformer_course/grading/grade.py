@@ -21,7 +21,7 @@ import nbformat
 from nbgrader.api import Gradebook
 
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import forkserver, intact, intake, workarea
+from transformer_course.grading import forkserver, intact, intake, stop, workarea
 from transformer_course.grading.judge_box import GRADERS_WORK
 from transformer_course.grading.nbgrader_setup import (
     NOTEBOOK_TIME_LIMIT,
@@ -296,6 +296,7 @@ class Grader:
                 result = self.grade("solution", assignment, solution)
             finally:
                 self._calibrating = False
+            stop.check()  # a Ctrl-C cut the solution short: what was measured is not its time
             autograded = self.autograded(assignment)
             seconds = limits.measured(autograded) if autograded.is_file() else {}
             short = [r for r in result.exercises if r.score < r.max_score]
