@@ -406,3 +406,11 @@ def test_a_hostile_canvas_student_changes_no_other_student(display, chosen, extr
 @given(display=piece_text, chosen=entries, extra=counts)
 def test_a_hostile_moodle_student_changes_no_other_student(display, chosen, extra):
     check_hostile_class("moodle", hostile_members("moodle", display, chosen, extra))
+
+
+def test_the_summary_shows_a_terminal_escape_in_a_name_and_does_not_send_it(tmp_path):
+    source = write_zip(tmp_path / "class.zip", [(f"s1/{A}/{A}.ipynb", NOTEBOOK, None),
+                                                ("\x1b[2J\x1b]0;owned\x07.txt", b"x", None)])
+    summary = collect(source, A, tmp_path / "submitted").summary()
+    assert "\x1b" not in summary and "\x07" not in summary
+    assert "\\x1b[2J\\x1b]0;owned\\x07.txt (not in nbgrader's" in summary

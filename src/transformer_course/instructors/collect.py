@@ -140,7 +140,9 @@ class Report:
             lines.append(f"{len(self.skipped)} skipped, {len(self.refused)} refused:")
             lines += [f"  skipped: {line}" for line in self.skipped]
             lines += [f"  refused: {line}" for line in self.refused]
-        return "\n".join(lines)
+        # names come from the source: a control character (a terminal's escape) is shown, not sent
+        return "\n".join("".join(c if c == "\n" or unicodedata.category(c)[0] != "C" else ascii(c)[1:-1]
+                                 for c in line) for line in lines)
 
 
 def safe_path(name: str) -> PurePosixPath:
@@ -619,7 +621,7 @@ def _collect_hand_in(student: str, hand_in: HandIn, into: Path, staging: Path, a
                 with member.open() as stream:
                     count = copy_capped(stream, target, limit)
             except OverflowError as exc:
-                raise Refusal(f"{member.name}: {exc}, over the cap of {limit} (stopped while writing)") from exc
+                raise Refusal(f"{member.name}: {exc} (stopped while writing)") from exc
             written_bytes += count
             budget[0] -= count
             if member.mtime is not None:
@@ -627,13 +629,14 @@ def _collect_hand_in(student: str, hand_in: HandIn, into: Path, staging: Path, a
         home.mkdir(exist_ok=True)
         if final.exists() or final.is_symlink():
             # --replace: the old folder is moved aside first, so that the new one arrives in one rename.
-            old = staging / f"{student}.old"
+            old = staging / f".old-{student}"  # no student id starts with a dot
             os.replace(final, old)
             try:
                 os.replace(stage, final)
             except BaseException:
                 os.replace(old, final)
                 raise
+            shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(stage, final)
     finally:
