@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.instructors.collect import CollectError, collect, copy_capped, detect, safe_path
+from transformer_course.instructors.collect import Caps, CollectError, collect, copy_capped, detect, safe_path
 
 from .conftest import GRADING_TIMEOUT
 
@@ -189,22 +189,27 @@ def test_safe_path():
 
 def test_zip_bomb_declared_size(tmp_path):
     """A highly compressible member over the per-file cap is refused from its declared size, before
-    any of it is written; all the members together over --max-mb stop the step before writing."""
-    source = write_zip(tmp_path / "bomb.zip", {f"s1/{A}/{A}.ipynb": NOTEBOOK,
-                                               f"s1/{A}/zeros.bin": bytes(3 << 20)})
+    any of it is written, and with it its student's whole hand-in (a folder is complete or absent);
+    all the members together over --max-mb stop the step before writing."""
+    source = write_zip(tmp_path / "bomb.zip", {f"s1/{A}/{A}.ipynb": NOTEBOOK, f"s1/{A}/zeros.bin": bytes(3 << 20),
+                                               f"s2/{A}/{A}.ipynb": NOTEBOOK})
     assert source.stat().st_size < 20_000
     into = tmp_path / "submitted"
-    report = collect(source, A, into, max_member_bytes=1 << 20)
-    assert files_under(into) == {f"s1/{A}/{A}.ipynb"}
-    assert any("zeros.bin (declares 3145728 bytes" in line for line in report.refused)
-    with pytest.raises(CollectError, match="over the cap"):
-        collect(source, A, tmp_path / "other", max_bytes=2 << 20)
-    assert not (tmp_path / "other").exists() or not files_under(tmp_path / "other")
+    report = collect(source, A, into, caps=Caps(file_bytes=1 << 20))
+    assert files_under(into) == {f"s2/{A}/{A}.ipynb"}
+    assert report.refused_students == {"s1": [
+        f"s1/{A}/zeros.bin declares 3145728 bytes, over the cap of 1048576 per file (--max-file-mb)"]}
+    with pytest.raises(CollectError, match=rf"declare {(3 << 20) + 2 * len(NOTEBOOK)} bytes, over the cap of "
+                       r"2097152 in all \(--max-mb\); nothing written"):
+        collect(source, A, tmp_path / "other", caps=Caps(total_bytes=2 << 20))
+    assert not (tmp_path / "other").exists()
 
 
 def test_zip_bomb_that_lies(tmp_path):
-    """A member whose headers declare 100 bytes but that inflates to 8 MiB: stopped while writing."""
-    source = write_zip(tmp_path / "liar.zip", {f"s1/{A}/{A}.ipynb": NOTEBOOK, f"s1/{A}/zeros.bin": bytes(8 << 20)})
+    """A member whose headers declare 100 bytes but that inflates to 8 MiB: stopped while writing, and
+    its student refused whole."""
+    source = write_zip(tmp_path / "liar.zip", {f"s1/{A}/{A}.ipynb": NOTEBOOK, f"s1/{A}/zeros.bin": bytes(8 << 20),
+                                               f"s2/{A}/{A}.ipynb": NOTEBOOK})
     data = bytearray(source.read_bytes())
     patched = 0
     for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
@@ -219,12 +224,14 @@ def test_zip_bomb_that_lies(tmp_path):
     source.write_bytes(bytes(data))
     assert zipfile.ZipFile(source).getinfo(f"s1/{A}/zeros.bin").file_size == 100
     into = tmp_path / "submitted"
-    report = collect(source, A, into, max_member_bytes=1 << 20, max_bytes=2 << 20)
-    assert files_under(into) == {f"s1/{A}/{A}.ipynb"}
+    report = collect(source, A, into, caps=Caps(file_bytes=1 << 20, total_bytes=2 << 20))
+    assert files_under(into) == {f"s2/{A}/{A}.ipynb"}
     # Python's zipfile stops at the declared size (its CRC then fails); copy_capped's own count is the
     # second guard (test_copy_capped_counts_what_it_writes)
-    assert any("zeros.bin (damaged: BadZipFile" in line or "zeros.bin (more than" in line for line in report.refused)
+    [reason] = report.refused_students["s1"]
+    assert "BadZipFile" in reason or "over the cap" in reason
     assert sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()) < 1 << 20
+    assert not any(p.name.startswith(".collect-") for p in into.iterdir())
 
 
 def test_copy_capped_counts_what_it_writes(tmp_path):

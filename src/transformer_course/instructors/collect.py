@@ -10,7 +10,9 @@ The layouts (``--layout``, else detected from the names in the source):
     ``ContentZipper`` (instructure/canvas-lms, lib/content_zipper.rb, ``get_filename`` and
     ``add_upload_submission``): ``<sortable name, lower case, letters and digits only>[_LATE]_<user
     id>_<attachment id>_<file name as handed in>``; an anonymous assignment has ``anon_<anonymous id>``
-    for the name and the user id. A resubmitted file keeps the name Canvas gave it (``01_x-1.ipynb``).
+    for the name and the user id (anonymous when every file is named so). A named student's prefix
+    always holds the name, so a name of digits (``12345_67890_...``) stays a name and ``67890`` the id.
+    A resubmitted file keeps the name Canvas gave it (``01_x-1.ipynb``).
     The student id is the user id; only the prefix is stripped from the file's name. ``LATE`` is
     Canvas's flag, not a time: it goes to ``students.csv``, and no ``timestamp.txt`` is written.
 ``moodle``
@@ -29,11 +31,25 @@ The layouts (``--layout``, else detected from the names in the source):
     included).
 
 Safety: nothing but regular files is written. Symbolic and hard links are skipped, special files
-(devices, fifos) refused, a path that is absolute, has ``..`` or a drive letter is refused; the
-declared size of each member and of them all is checked against the caps before anything is
-written, and the bytes written are counted while writing (a member that inflates past its
-declared size is stopped). Written files are ``rw-r--r--`` whatever the archive says. Each skipped
-or refused member is reported once, at the end.
+(devices, fifos) refused, a path that is absolute, has ``..`` or a drive letter is refused. Written
+files are ``rw-r--r--`` whatever the archive says. Each skipped or refused member is reported once,
+at the end.
+
+One boundary per student (``_write``, around :func:`_collect_hand_in`): once a member is known to be
+a student's, anything wrong with it refuses that student's hand-in whole, reported with its reasons
+(``Report.refused_students``), and never stops the run. Before anything is written
+(:func:`check_hand_in`): a path that cannot be a file in the student's folder, the same path more than
+once (every copy refused: which one the student meant is not this step's to guess; Canvas itself never
+names two files alike), a name that is both a file and a folder, two paths or two student ids one
+case-insensitive or Unicode-normalising disk would take for one, one student given two names, and the
+caps per file (``--max-file-mb``), per student (``--max-files``, ``--max-student-mb``), each with its
+figure. All the accepted hand-ins together over ``--max-total-files`` or ``--max-mb`` stop the step
+before anything is written. While writing, each hand-in goes to a temporary folder inside ``--into``
+and arrives in one rename: a student's folder is complete or absent, whatever fails (a damaged member,
+one that inflates past its cap: the bytes are counted while written). A fault of ``--into`` itself
+(read-only, full, not a folder) stops the step with one line (:class:`CollectError`); the students
+written before it are complete. ``students.csv`` goes through the spreadsheet-safe writer
+(``grading/spreadsheet.py``): a name that starts with ``=`` is text.
 """
 
 from __future__ import annotations
@@ -41,6 +57,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import errno
 import os
 import re
 import shutil
@@ -48,6 +65,7 @@ import stat
 import sys
 import tarfile
 import tempfile
+import unicodedata
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,13 +73,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from transformer_course.grading.spreadsheet import csv_text, read_rows
+
 LAYOUTS = ("canvas", "moodle", "classroom", "nbgrader")
 STUDENTS_CSV = "students.csv"
 CHUNK = 1 << 16
-# Canvas: [name_][LATE_]<user id>_<attachment id>_<file>; anonymous: [LATE_]anon_<id>_<attachment id>_<file>.
-# The name never holds "_<digits>_" (Canvas removes it), so the first such match is the id.
-CANVAS = re.compile(r"^(?:(?P<name>[^/]*?)_)??(?P<late>LATE_)?(?P<uid>\d+|anon_[A-Za-z0-9]+)_(?P<fid>\d+)_"
-                    r"(?P<file>[^/]+)$")
+# Canvas (lib/content_zipper.rb, get_filename): "<name>[_LATE]_<user id>" or "[LATE_]anon_<id>", then
+# "_<attachment id>_<file>". A named student's prefix always has its name and its "_" (the name may be
+# empty, or digits: it stays a name); Canvas takes "_<digits>_" out of names, so the first such match
+# after the name is the user id.
+CANVAS_NAMED = re.compile(r"^(?P<name>[^/]*?)_(?P<late>LATE_)?(?P<uid>\d+)_(?P<fid>\d+)_(?P<file>[^/]+)$")
+CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?(?P<uid>anon_[A-Za-z0-9]+)_(?P<fid>\d+)_(?P<file>[^/]+)$")
 # Moodle: <name>_<participant id>_assignsubmission_<plugin>[_]/<path> or ..._assignsubmission_<plugin>_<file>.
 MOODLE = re.compile(r"^(?P<name>[^/_]*)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)"
                     r"(?:_?/(?P<inner>.+)|_(?P<flat>[^/]+))$")
@@ -93,6 +115,11 @@ class Report:
     refused: list[str] = field(default_factory=list)
     late: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
+    refused_students: dict[str, list[str]] = field(default_factory=dict)
+
+    def refuse(self, student: str, reasons: list[str]) -> None:
+        """``student``'s hand-in is not written, for ``reasons``."""
+        self.refused_students.setdefault(student, []).extend(reasons)
 
     def summary(self) -> str:
         how = "detected" if self.detected else "as asked"
@@ -104,11 +131,18 @@ class Report:
         if self.late:
             lines.append(f"marked LATE by Canvas (a flag, not a time: no timestamp.txt written): "
                          f"{', '.join(sorted(self.late))}")
+        if self.refused_students:
+            lines.append(f"refused {len(self.refused_students)} student{'s' * (len(self.refused_students) != 1)}"
+                         " (nothing written for them):")
+            lines += [f"  refused: {student}: {'; '.join(reasons)}"
+                      for student, reasons in sorted(self.refused_students.items())]
         if self.skipped or self.refused:
             lines.append(f"{len(self.skipped)} skipped, {len(self.refused)} refused:")
             lines += [f"  skipped: {line}" for line in self.skipped]
             lines += [f"  refused: {line}" for line in self.refused]
-        return "\n".join(lines)
+        # names come from the source: a control character (a terminal's escape) is shown, not sent
+        return "\n".join("".join(c if c == "\n" or unicodedata.category(c)[0] != "C" else ascii(c)[1:-1]
+                                 for c in line) for line in lines)
 
 
 def safe_path(name: str) -> PurePosixPath:
@@ -242,30 +276,72 @@ def _members(source: Path, report: Report) -> Iterator[list[Member]]:
         close()
 
 
-# -- what goes where: (student, path in the assignment folder, member) --------------------------------
+# -- what goes where: each student's hand-in, and what is wrong with it -------------------------------
+
+@dataclass(frozen=True)
+class Caps:
+    """The most a source may unpack to. A hand-in over a per-file or per-student cap is that student's
+    refusal; all the hand-ins together over a total cap stop the step before anything is written."""
+
+    file_bytes: int = 50 << 20  # --max-file-mb
+    student_bytes: int = 100 << 20  # --max-student-mb
+    student_files: int = 100  # --max-files
+    total_bytes: int = 200 << 20  # --max-mb
+    total_files: int = 10_000  # --max-total-files
+
+
+@dataclass
+class HandIn:
+    """One student's files for the assignment (path in the assignment's folder, member), the names the
+    source gives the student, and the problems found: a hand-in with any problem is refused whole."""
+
+    files: list[tuple[PurePosixPath, Member]] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+
 
 @dataclass
 class Plan:
-    files: list[tuple[str, PurePosixPath, Member]] = field(default_factory=list)
-    names: dict[str, str] = field(default_factory=dict)
+    hand_ins: dict[str, HandIn] = field(default_factory=dict)
     late: set[str] = field(default_factory=set)
+
+    def add(self, student: str, inner: str, member: Member, report: Report, name: str | None = None) -> None:
+        """``member`` as ``student``'s file ``inner``: a path that cannot be a file in the student's
+        folder is the student's problem; an id that cannot be a folder name, the member's refusal."""
+        if not SAFE_ID.match(student):
+            report.refused.append(f"{member.name} (student id {student!r} is not a safe folder name)")
+            return
+        hand_in = self.hand_ins.setdefault(student, HandIn())
+        if name:
+            hand_in.names.add(name)
+        try:
+            hand_in.files.append((safe_path(inner), member))
+        except ValueError as exc:
+            hand_in.problems.append(f"{member.name}: {exc}")
+
+
+def _canvas_anonymous(paths: list[PurePosixPath]) -> bool:
+    """Whether a Canvas download is of an anonymous assignment: every name Canvas gave is ``anon_``'s.
+    (Anonymity is the assignment's, not a file's: a student whose sortable name is ``anon`` does not
+    make the others anonymous.)"""
+    names = [p.as_posix() for p in paths if CANVAS_NAMED.match(p.as_posix()) or CANVAS_ANON.match(p.as_posix())]
+    return bool(names) and all(CANVAS_ANON.match(n) for n in names)
 
 
 def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: str, prefix: str | None,
           report: Report) -> Plan:
     plan = Plan()
     if layout == "canvas":
+        pattern = CANVAS_ANON if _canvas_anonymous([p for p, _ in members]) else CANVAS_NAMED
         for path, member in members:
-            match = CANVAS.match(path.as_posix())
+            match = pattern.match(path.as_posix())
             if not match:
                 report.skipped.append(f"{path} (not named as Canvas names a submission)")
                 continue
             student = match["uid"]
-            if match["name"]:
-                plan.names[student] = match["name"]
             if match["late"]:
                 plan.late.add(student)
-            plan.files.append((student, PurePosixPath(match["file"]), member))
+            plan.add(student, match["file"], member, report, name=match.groupdict().get("name"))
     elif layout == "moodle":
         for path, member in members:
             match = MOODLE.match(path.as_posix())
@@ -275,8 +351,7 @@ def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: 
             if match["plugin"] != "file":
                 report.skipped.append(f"{path} (Moodle's {match['plugin']} submission, not a file)")
                 continue
-            plan.names[match["pid"]] = match["name"]
-            plan.files.append((match["pid"], PurePosixPath(match["inner"] or match["flat"]), member))
+            plan.add(match["pid"], match["inner"] or match["flat"], member, report, name=match["name"])
     elif layout == "classroom":
         clones = sorted({path.parts[0] for path, _ in members if len(path.parts) > 1})
         if prefix is None:
@@ -289,12 +364,12 @@ def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: 
             if len(parts) == 4 and parts[1] == "course" and parts[2] == assignment and parts[3].endswith(".ipynb"):
                 clone = parts[0]
                 student = clone[len(prefix):] if clone.startswith(prefix) and len(clone) > len(prefix) else clone
-                plan.files.append((student, PurePosixPath(parts[3]), member))
+                plan.add(student, parts[3], member, report)
     else:
         for path, member in members:
             parts = path.parts
             if len(parts) >= 3 and parts[1] == assignment:
-                plan.files.append((parts[0], PurePosixPath(*parts[2:]), member))
+                plan.add(parts[0], "/".join(parts[2:]), member, report)
             elif len(parts) >= 3 and re.match(r"^\d\d_", parts[1]):
                 continue  # another assignment's folder
             else:
@@ -312,7 +387,8 @@ def _shared_prefix(names: list[str]) -> str:
 
 def _score(layout: str, paths: list[PurePosixPath], assignment: str) -> int:
     if layout == "canvas":
-        return sum(len(p.parts) == 1 and bool(CANVAS.match(p.as_posix())) for p in paths)
+        return sum(len(p.parts) == 1 and bool(CANVAS_NAMED.match(p.as_posix()) or CANVAS_ANON.match(p.as_posix()))
+                   for p in paths)
     if layout == "moodle":
         return sum(bool(MOODLE.match(p.as_posix())) for p in paths)
     if layout == "classroom":
@@ -336,6 +412,56 @@ def _strip_top(members: list[tuple[PurePosixPath, Member]]) -> list[tuple[PurePo
     return members
 
 
+# -- what is wrong with a hand-in, before anything is written -----------------------------------------
+
+def same_name_key(text: str) -> str:
+    """``text`` as a disk may take it: Unicode NFC (macOS writes NFD) and case-folded (macOS and Windows
+    disks ignore case). Two paths with one key would be one file on such a disk."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+
+
+def check_hand_in(hand_in: HandIn, caps: Caps) -> list[str]:
+    """What refuses this hand-in whole (empty: nothing): its paths' problems, one name given twice
+    over, the same path more than once (every copy refused: which one the student meant is not the
+    step's to guess), a path that is both a file and a folder, and the caps per file and per student,
+    each with its flag and the figure."""
+    problems = list(hand_in.problems)
+    if len(hand_in.names) > 1:
+        problems.append(f"the source gives this student {len(hand_in.names)} names: "
+                        + ", ".join(repr(n) for n in sorted(hand_in.names)))
+    copies: dict[str, list[str]] = {}
+    folders: dict[str, str] = {}
+    for path, member in hand_in.files:
+        copies.setdefault(same_name_key(path.as_posix()), []).append(member.name)
+        for depth in range(1, len(path.parts)):
+            folder = PurePosixPath(*path.parts[:depth]).as_posix()
+            folders.setdefault(same_name_key(folder), folder)
+    for key, names in copies.items():
+        if len(names) > 1:
+            problems.append(f"{len(names)} files would be one ({', '.join(names)}): every copy refused")
+        if key in folders:
+            problems.append(f"{names[0]} is a file, and {folders[key]} a folder of other files: one name for both")
+    if len(hand_in.files) > caps.student_files:
+        problems.append(f"{len(hand_in.files)} files, over the cap of {caps.student_files} per student (--max-files)")
+    for _, member in hand_in.files:
+        if member.size > caps.file_bytes:
+            problems.append(f"{member.name} declares {member.size} bytes, over the cap of {caps.file_bytes} per "
+                            "file (--max-file-mb)")
+    declared = sum(member.size for _, member in hand_in.files)
+    if declared > caps.student_bytes:
+        problems.append(f"its files declare {declared} bytes, over the cap of {caps.student_bytes} per student "
+                        "(--max-student-mb)")
+    return problems
+
+
+def _case_twins(students: list[str]) -> dict[str, str]:
+    """Student ids that differ from another only by case (one folder on a case-insensitive disk): id -> twin."""
+    by_key: dict[str, list[str]] = {}
+    for student in students:
+        by_key.setdefault(same_name_key(student), []).append(student)
+    return {s: next(t for t in group if t != s) for group in by_key.values() if len(group) > 1 for s in group}
+
+
 # -- the step -------------------------------------------------------------------------------------
 
 def resolve_assignment(name: str, known: list[str]) -> str:
@@ -351,12 +477,16 @@ def resolve_assignment(name: str, known: list[str]) -> str:
 
 
 def collect(source: Path, assignment: str, into: Path, layout: str | None = None, replace: bool = False,
-            max_bytes: int = 200 << 20, max_member_bytes: int = 50 << 20, prefix: str | None = None) -> Report:
+            caps: Caps = Caps(), prefix: str | None = None) -> Report:
     """Unpacks ``source`` into ``into/<student_id>/<assignment>/``; what was done, skipped and refused.
 
+    A student's hand-in is written whole or not at all (see :func:`_collect_hand_in`); one student's
+    problem is that student's refusal, in ``report.refused_students``.
+
     Raises:
-        CollectError: the source is missing or not an archive or folder, no layout fits it, or nothing
-            at all was collected (the report's lines are in the message).
+        CollectError: the source is missing or not an archive or folder, no layout fits it, the hand-ins
+            together are over a total cap, ``into`` (or the folder of ``students.csv``) cannot be written,
+            or nothing at all was collected (the report's lines are in the message).
     """
     if not source.exists():
         raise CollectError(f"{source} does not exist")
@@ -383,8 +513,8 @@ def collect(source: Path, assignment: str, into: Path, layout: str | None = None
             members = _strip_top(members)
         report.layout = layout
         plan = _plan(layout, members, assignment, prefix, report)
-        _write(plan, into, assignment, replace, max_bytes, max_member_bytes, report)
-    report.names = {s: n for s, n in plan.names.items() if s in report.collected}
+        _write(plan, into, assignment, replace, caps, report)
+    report.names = {s: min(plan.hand_ins[s].names) for s in report.collected if plan.hand_ins[s].names}
     report.late = sorted(s for s in plan.late if s in report.collected)
     if report.names or report.late:
         _write_students(into.parent / STUDENTS_CSV, layout, report)
@@ -393,87 +523,146 @@ def collect(source: Path, assignment: str, into: Path, layout: str | None = None
     return report
 
 
-def _write(plan: Plan, into: Path, assignment: str, replace: bool, max_bytes: int, max_member_bytes: int,
-           report: Report) -> None:
-    by_student: dict[str, list[tuple[PurePosixPath, Member]]] = {}
-    for student, path, member in plan.files:
-        if not SAFE_ID.match(student):
-            report.refused.append(f"{member.name} (student id {student!r} is not a safe folder name)")
-            continue
-        by_student.setdefault(student, []).append((path, member))
-    # Declared sizes first: a source over the caps is refused before anything is written.
-    declared = 0
-    for student, files in by_student.items():
-        kept = []
-        for path, member in files:
-            if member.size > max_member_bytes:
-                report.refused.append(f"{member.name} (declares {member.size} bytes, over the cap of "
-                                      f"{max_member_bytes} per file)")
-            else:
-                kept.append((path, member))
-                declared += member.size
-        by_student[student] = kept
-    if declared > max_bytes:
-        raise CollectError(f"the files to collect declare {declared} bytes, over the cap of {max_bytes} "
-                           "(--max-mb)")
-    into.mkdir(parents=True, exist_ok=True)
-    total = 0
-    with tempfile.TemporaryDirectory(prefix=".collect-", dir=into) as tmp:
-        for student, files in sorted(by_student.items()):
-            final = into / student / assignment
-            if not files:
-                continue
-            if (into / student).is_symlink() or (into / student).exists() and not (into / student).is_dir():
-                report.refused.append(f"{student} (in {into}, not a folder but a link or a file: not written)")
-                continue
-            if final.exists() or final.is_symlink():
-                if not replace:
-                    report.refused.append(f"{student}/{assignment} (already in {into}; --replace to overwrite)")
-                    continue
-            stage = Path(tmp) / student / assignment
-            written = []
-            for path, member in files:
-                target = stage / path
-                if target.exists():
-                    report.refused.append(f"{member.name} (a second file named {path} for {student})")
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    with member.open() as stream:
-                        total += copy_capped(stream, target, min(max_member_bytes, max_bytes - total))
-                except OverflowError as exc:
-                    report.refused.append(f"{member.name} ({exc}: stopped while writing)")
-                    continue
-                except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as exc:
-                    target.unlink(missing_ok=True)
-                    report.refused.append(f"{member.name} (damaged: {type(exc).__name__}: {exc})")
-                    continue
-                if member.mtime is not None:
-                    os.utime(target, (member.mtime, member.mtime))
-                written.append(path.as_posix())
-            if not written:
-                continue
-            if final.exists() or final.is_symlink():
-                if final.is_dir() and not final.is_symlink():
-                    shutil.rmtree(final)
-                else:
-                    final.unlink()
-            final.parent.mkdir(parents=True, exist_ok=True)
+class Refusal(Exception):
+    """One student's hand-in is not written: the message says why."""
+
+
+# An error of these while writing is the destination's, not a student's: the step stops with one line.
+DESTINATION_ERRNOS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+
+
+def _into_fault(into: Path, exc: OSError, written: int = 0) -> CollectError:
+    done = (f" ({written} student{'s' * (written != 1)} collected before it, each folder complete)"
+            if written else " (nothing written)")
+    return CollectError(f"--into {into}: cannot write there: {exc.strerror or exc}{done}")
+
+
+def _write(plan: Plan, into: Path, assignment: str, replace: bool, caps: Caps, report: Report) -> None:
+    """Checks every hand-in, then writes each accepted one through the per-student boundary.
+
+    Raises:
+        CollectError: the accepted hand-ins together are over a total cap (nothing written), or ``into``
+            cannot be written (read-only, full, not a folder).
+    """
+    twins = _case_twins(list(plan.hand_ins))
+    accepted: dict[str, HandIn] = {}
+    for student, hand_in in sorted(plan.hand_ins.items()):
+        problems = check_hand_in(hand_in, caps)
+        if student in twins:
+            problems.append(f"the student id differs from {twins[student]!r} only by case: one folder on a "
+                            "case-insensitive disk")
+        if problems:
+            report.refuse(student, problems)
+        elif hand_in.files:
+            accepted[student] = hand_in
+    files = sum(len(h.files) for h in accepted.values())
+    declared = sum(m.size for h in accepted.values() for _, m in h.files)
+    if files > caps.total_files:
+        raise CollectError(f"the {len(accepted)} hand-ins to collect hold {files} files, over the cap of "
+                           f"{caps.total_files} in all (--max-total-files); nothing written")
+    if declared > caps.total_bytes:
+        raise CollectError(f"the {len(accepted)} hand-ins to collect declare {declared} bytes, over the cap of "
+                           f"{caps.total_bytes} in all (--max-mb); nothing written")
+    if not accepted:
+        return
+    try:
+        into.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".collect-", dir=into))
+    except OSError as exc:
+        raise _into_fault(into, exc) from exc
+    budget = [caps.total_bytes]
+    try:
+        for student, hand_in in accepted.items():
+            # The boundary of one student: whatever goes wrong with their hand-in (a collision the
+            # disk sees, a damaged or inflating member, a name the disk refuses, any exception) is this
+            # student's refusal, reported; their folder is complete or absent; the run goes on.
+            try:
+                report.collected[student] = _collect_hand_in(student, hand_in, into, staging, assignment, replace,
+                                                             caps, budget)
+            except Refusal as exc:
+                report.refuse(student, [str(exc)])
+            except OSError as exc:
+                if exc.errno in DESTINATION_ERRNOS:
+                    raise _into_fault(into, exc, len(report.collected)) from exc
+                report.refuse(student, [f"not written: {type(exc).__name__}: {exc}"])
+            except Exception as exc:  # noqa: BLE001 - the boundary: any error is this student's, never the run's
+                first = str(exc).splitlines()[0][:300] if str(exc) else ""
+                report.refuse(student, [f"not written: {type(exc).__name__}: {first}"])
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _collect_hand_in(student: str, hand_in: HandIn, into: Path, staging: Path, assignment: str, replace: bool,
+                     caps: Caps, budget: list[int]) -> list[str]:
+    """Writes one student's hand-in into ``staging``, then renames it to ``into/<student>/<assignment>``
+    (a student's folder is complete or absent); the files written. ``budget`` is the bytes the run may
+    still write, and is charged.
+
+    Raises:
+        Refusal: the folder is there already (without ``replace``), ``into/<student>`` is not a folder,
+            or a member held more bytes than its cap once unpacked.
+        OSError, zipfile.BadZipFile, tarfile.TarError, EOFError...: a member could not be read or written.
+    """
+    home = into / student
+    final = home / assignment
+    if home.is_symlink() or (home.exists() and not home.is_dir()):
+        raise Refusal(f"in {into}, {student} is not a folder but a link or a file: not written")
+    if (final.exists() or final.is_symlink()) and not replace:
+        raise Refusal(f"{student}/{assignment} is already in {into}: not written (--replace to overwrite)")
+    stage = staging / student
+    stage.mkdir()
+    try:
+        written_bytes = 0
+        for path, member in hand_in.files:
+            target = stage / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            limit = min(caps.file_bytes, caps.student_bytes - written_bytes, budget[0])
+            try:
+                with member.open() as stream:
+                    count = copy_capped(stream, target, limit)
+            except OverflowError as exc:
+                raise Refusal(f"{member.name}: {exc} (stopped while writing)") from exc
+            written_bytes += count
+            budget[0] -= count
+            if member.mtime is not None:
+                os.utime(target, (member.mtime, member.mtime))
+        home.mkdir(exist_ok=True)
+        if final.exists() or final.is_symlink():
+            # --replace: the old folder is moved aside first, so that the new one arrives in one rename.
+            old = staging / f".old-{student}"  # no student id starts with a dot
+            os.replace(final, old)
+            try:
+                os.replace(stage, final)
+            except BaseException:
+                os.replace(old, final)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
             os.replace(stage, final)
-            report.collected[student] = sorted(written)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return sorted(path.as_posix() for path, _ in hand_in.files)
+
+
+STUDENTS_HEADER = ["student_id", "name", "lms", "late"]
 
 
 def _write_students(path: Path, layout: str, report: Report) -> None:
-    """Student id, name as the LMS gives it and Canvas's LATE flag, merged into ``path`` by student id."""
-    header = ["student_id", "name", "lms", "late"]
+    """Student id, name as the LMS gives it and Canvas's LATE flag, merged into ``path`` by student id,
+    through the project's spreadsheet-safe writer (a name that starts with ``=`` stays text) and
+    replaced in one rename.
+
+    Raises:
+        CollectError: the folder of ``path`` cannot be written (the students' folders are written already).
+    """
     rows: dict[str, dict[str, str]] = {}
     if path.is_file() and not path.is_symlink():
         with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            if reader.fieldnames != header:
-                report.skipped.append(f"({path} is not one this step wrote: the names were not written to it)")
-                return
-            rows = {row["student_id"]: row for row in reader}
+            header = next(csv.reader(handle), None)
+        if header != STUDENTS_HEADER:
+            report.skipped.append(f"({path} is not one this step wrote: the names were not written to it)")
+            return
+        rows = {row["student_id"]: row for row in read_rows(path)}
     elif path.exists() or path.is_symlink():
         report.skipped.append(f"({path} is not a regular file: the names were not written to it)")
         return
@@ -486,10 +675,19 @@ def _write_students(path: Path, layout: str, report: Report) -> None:
             late.add(report.assignment)
         row["late"] = " ".join(sorted(late))
         rows[student] = row
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, header)
-        writer.writeheader()
-        writer.writerows(rows[s] for s in sorted(rows))
+    text = csv_text([STUDENTS_HEADER, *([rows[s][k] for k in STUDENTS_HEADER] for s in sorted(rows))])
+    try:
+        fd, temporary = tempfile.mkstemp(prefix=".students-", suffix=".csv", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise CollectError(f"{path.parent}: {STUDENTS_CSV} not written: {exc.strerror or exc} (the students' "
+                           f"folders are written)\n{report.summary()}") from exc
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -501,10 +699,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layout", choices=LAYOUTS, default=None, help="the source's layout (default: detected)")
     parser.add_argument("--replace", action="store_true",
                         help="overwrite a student's folder of this assignment that is already there")
-    parser.add_argument("--max-mb", type=float, default=200.0, metavar="MIB",
-                        help="the most that all the files together may unpack to, MiB (default 200)")
-    parser.add_argument("--max-file-mb", type=float, default=50.0, metavar="MIB",
-                        help="the most that one file may unpack to, MiB (default 50)")
+    caps = Caps()
+    parser.add_argument("--max-mb", type=float, default=caps.total_bytes / (1 << 20), metavar="MIB",
+                        help="the most that all the files together may unpack to, MiB (default %(default)g)")
+    parser.add_argument("--max-student-mb", type=float, default=caps.student_bytes / (1 << 20), metavar="MIB",
+                        help="the most that one student's files may unpack to, MiB (default %(default)g)")
+    parser.add_argument("--max-file-mb", type=float, default=caps.file_bytes / (1 << 20), metavar="MIB",
+                        help="the most that one file may unpack to, MiB (default %(default)g)")
+    parser.add_argument("--max-files", type=int, default=caps.student_files, metavar="N",
+                        help="the most files one student may hand in (default %(default)d)")
+    parser.add_argument("--max-total-files", type=int, default=caps.total_files, metavar="N",
+                        help="the most files all the students together may hand in (default %(default)d)")
     parser.add_argument("--prefix", default=None,
                         help="classroom: the clones' repository prefix before the username, e.g. transformers-01- "
                              "(default: the longest prefix their names share, up to a hyphen)")
@@ -514,11 +719,13 @@ def run(args: argparse.Namespace) -> int:
     """The ``collect`` command: 0 when something was collected, else 1 with a one-line error."""
     from transformer_course.layout import Repo
 
+    mib = 1 << 20
+    caps = Caps(file_bytes=int(args.max_file_mb * mib), student_bytes=int(args.max_student_mb * mib),
+                student_files=args.max_files, total_bytes=int(args.max_mb * mib), total_files=args.max_total_files)
     try:
         assignment = resolve_assignment(args.assignment, [a.name for a in Repo().assignments()])
         report = collect(Path(args.source).expanduser().resolve(), assignment, Path(args.into).expanduser().resolve(),
-                         layout=args.layout, replace=args.replace, max_bytes=int(args.max_mb * (1 << 20)),
-                         max_member_bytes=int(args.max_file_mb * (1 << 20)), prefix=args.prefix)
+                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix)
     except CollectError as exc:
         first, _, rest = str(exc).partition("\n")
         if rest:
