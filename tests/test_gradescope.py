@@ -120,3 +120,11 @@ def test_a_linked_notebook_is_refused_not_read(bundle, tmp_path):
     result = _run(bundle, tmp_path, {})
     assert result["score"] == 0
     assert f"{A01}.ipynb is a symbolic link" in result["output"], result["output"]
+
+
+def test_a_notebook_nested_too_deep_gets_a_results_json_that_says_why(bundle, tmp_path):
+    """JSON nested thousands deep (it broke the reader of the hand-in): results.json is written, 0 points, why."""
+    deep = b'{"metadata": ' + b"[" * 5000 + b"]" * 5000 + b', "cells": []}'
+    result = _run(bundle, tmp_path, {f"{A01}.ipynb": deep})
+    assert result["score"] == 0 and [t["score"] for t in result["tests"]] == [0] * len(result["tests"])
+    assert "invalid" in result["output"], result["output"]

@@ -20,7 +20,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from transformer_course.grading import forkserver, intake
+from transformer_course.grading import boundary, forkserver, intake
 from transformer_course.grading.grade import Grader, SubmissionResult, grader_failure, zero_scores
 from transformer_course.grading.handin import Releases, find_submission
 from transformer_course.layout import Assignment, Repo
@@ -120,22 +120,29 @@ def results_json(result: SubmissionResult, note: str, visibility: str, written: 
 
 def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "visible") -> dict:
     """Grade ``ROOT/submission`` and write ``ROOT/results/results.json``; never raises for
-    anything the submission holds (a grader failure is reported in the file, at 0 points)."""
+    anything the submission holds: the whole of one submission's grading is its boundary
+    (:mod:`~transformer_course.grading.boundary`), and what fails in it is said in the file, at 0 points
+    (``invalid`` or ``refused`` where the upload cannot be read, else the grader's failure)."""
     repo = Repo()
     assignment = repo.assignment(assignment_name)
-    # found and read as the class grader does: recognised by its cells, no link followed, the size capped
-    handed = find_submission(_folder(root / "submission", assignment), assignment, intake.DEFAULT_MAX_MB,
-                             _releases(repo))
-    path, data, note = handed.path, handed.data, handed.note
-    if path is None or data is None:
-        result = SubmissionResult("student", assignment.name, handed.status or "missing", note,
-                                  zero_scores(assignment, note or "not handed in"))
-        note = ""  # said once, as the reason
+    note = ""
+    with boundary.pair("intake") as failed:
+        # found and read as the class grader does: recognised by its cells, no link followed, the size capped
+        handed = find_submission(_folder(root / "submission", assignment), assignment, intake.DEFAULT_MAX_MB,
+                                 _releases(repo))
+    if failed:
+        traceback.print_exception(failed[0].error)  # to Gradescope's stdout, for the instructor
+        result = SubmissionResult("student", assignment.name, failed[0].status, failed[0].reason,
+                                  zero_scores(assignment, failed[0].reason))
+    elif handed.path is None or handed.data is None:
+        result = SubmissionResult("student", assignment.name, handed.status or "missing", handed.note,
+                                  zero_scores(assignment, handed.note or "not handed in"))
     else:
+        note = handed.note
         with tempfile.TemporaryDirectory(prefix="tc-gradescope-") as tmp:
-            copy = Path(tmp) / "in" / path.name
+            copy = Path(tmp) / "in" / handed.path.name
             copy.parent.mkdir()
-            copy.write_bytes(data)
+            copy.write_bytes(handed.data)
             try:
                 result = Grader(Path(tmp) / "nbgrader", repo, timeout, only=assignment.name).grade(
                     "student", assignment, copy, "")
