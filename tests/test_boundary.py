@@ -156,3 +156,34 @@ def test_one_pairs_failure_anywhere_leaves_the_others_rows(repo, tmp_path, fake_
     else:  # its record could not be written: the grader's failure, said, and graded again next run
         assert code == 1 and rows["zzqx"]["status"] == "grader-error"
         assert not (out / "results" / "zzqx" / f"{ASSIGNMENT}.json").exists()
+
+
+@given(name=st.text(st.characters(codec="utf-8", exclude_characters="/\x00"), min_size=1, max_size=60)
+       | st.binary(min_size=1, max_size=40).map(lambda b: b.decode("utf-8", "surrogateescape")))
+def test_any_student_folder_name_is_graded_by_that_name_or_warned_about(repo, tmp_path_factory, name):
+    """A folder's name is the student's id in every table: one that no table can hold (bytes that are not
+    UTF-8, control characters) is named in a warning, never the run's end; every other one is written
+    and read back as it is."""
+    from transformer_course.grading.grade import SubmissionResult, zero_scores
+    from transformer_course.grading.handin import discover
+    from transformer_course.grading.publish import write_csvs
+
+    root = tmp_path_factory.mktemp("names")
+    try:
+        (root / "submitted" / name).mkdir(parents=True)
+    except (OSError, ValueError):  # a name no file system takes (too long, "." or "..", a "/")
+        return
+    assignment = repo.assignment(ASSIGNMENT)
+    pairs, warnings = discover(root / "submitted", [assignment])
+    assert len(pairs) + len(warnings) == 1, (pairs, warnings)
+    if pairs:
+        student = pairs[0][0]
+        assert student == name
+        result = SubmissionResult(student, ASSIGNMENT, "missing", "", zero_scores(assignment, ""))
+        (root / "out").mkdir()
+        write_csvs([result], root / "out")
+        with open(root / "out" / "grades.csv", newline="", encoding="utf-8") as f:
+            (row,) = csv.DictReader(f)
+        assert row["student_id"] in (name, f"'{name}"), "as it is, or with the quote that keeps a formula text"
+    else:
+        assert ascii(name) in warnings[0] or repr(name) in warnings[0] or name.startswith("."), warnings

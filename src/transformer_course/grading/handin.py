@@ -326,9 +326,21 @@ def discover(submitted: Path, assignments: list[Assignment]) -> tuple[list[tuple
         elif entry.name.startswith("."):
             if entry.name != ".ipynb_checkpoints":
                 warnings.append(f"{entry.name!r} is a hidden folder: not graded; rename it if it is a student's")
+        elif not _text(entry.name):  # no table, page or gradebook can hold it as a student id
+            warnings.append(f"{ascii(entry.name)} is not a name in text (bytes that are not UTF-8, or control "
+                            "characters): not graded; rename the folder to the student's id")
         else:
             students.append(entry)
     return [(s.name, a, s / a.name) for s in students for a in assignments], warnings
+
+
+def _text(name: str) -> bool:
+    """Whether a folder's name is text a student id can be: UTF-8 (no undecodable bytes), no control character."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return name.isprintable()
 
 
 def summary(notices: list[str]) -> str:
