@@ -21,6 +21,7 @@ from transformer_course.instructors.deadlines import (
 )
 
 UTC = dt.UTC
+AFTER = dt.datetime(2027, 1, 1, tzinfo=UTC)  # the run's clock in tests of apply: after every hand-in they write
 
 
 def test_a_due_date_needs_its_time_zone_and_says_how_to_write_it():
@@ -111,16 +112,18 @@ def test_the_submission_time_is_nbgraders_timestamp_else_the_files_said(tmp_path
     notebook.write_text("{}")
     os.utime(notebook, (1_700_000_000, 1_700_000_000))
     (tmp_path / "timestamp.txt").write_text("2026-12-02 10:30:00.123456 UTC\n")  # as `nbgrader submit` writes it
-    assert submitted_at(tmp_path, notebook) == (dt.datetime(2026, 12, 2, 10, 30, 0, 123456, tzinfo=UTC), "")
+    assert submitted_at(tmp_path, notebook) == (dt.datetime(2026, 12, 2, 10, 30, 0, 123456, tzinfo=UTC), "", "")
     (tmp_path / "timestamp.txt").write_text("2026-12-02 11:30:00+01:00\n")
     assert submitted_at(tmp_path, notebook)[0] == dt.datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
     (tmp_path / "timestamp.txt").write_text("not a time \x00\n")
-    when, note = submitted_at(tmp_path, notebook)
+    when, note, flag = submitted_at(tmp_path, notebook)
     assert when == dt.datetime.fromtimestamp(1_700_000_000, UTC)
-    assert note.startswith("timestamp.txt could not be read") and "modification time was used" in note
+    assert flag == "timestamp.txt holds 'not a time \\x00', not a time (not ISO 8601, nor nbgrader's 'date time zone')"
+    assert note == f"{flag}; the notebook file's modification time was used instead"
     (tmp_path / "timestamp.txt").unlink()
     assert submitted_at(tmp_path, notebook) == (dt.datetime.fromtimestamp(1_700_000_000, UTC),
-                                                "no timestamp.txt: the notebook file's modification time was used")
+                                                "no timestamp.txt: the notebook file's modification time was used",
+                                                "")  # no timestamp.txt (an LMS's download): noted, not flagged
 
 
 def test_apply_sets_lateness_on_graded_results_only(tmp_path):
@@ -133,7 +136,7 @@ def test_apply_sets_lateness_on_graded_results_only(tmp_path):
         folders[(student, "01_self_attention")] = (folder, None)
     results = [SubmissionResult(s, "01_self_attention", status, exercises=[ExerciseResult("softmax", 9.0, 10.0)])
                for s, status in (("late", "graded"), ("early", "graded"), ("gone", "missing"))]
-    apply(results, folders, deadlines)
+    apply(results, folders, deadlines, now=AFTER)
     late, early, gone = results
     assert (late.submitted_at, late.late_by, late.late_penalty, late.final_score) == (
         "2026-12-02T12:00:00+00:00", 36.0, 2.0, 7.0)
@@ -178,7 +181,7 @@ def test_every_date_is_given_and_kept_in_the_due_dates_time_zone(tmp_path):
         folders[(student, assignment)] = (folder, None)
     results = [SubmissionResult(s, a, "graded", exercises=[ExerciseResult("softmax", 9.0, 10.0)])
                for s, a in folders]
-    apply(results, folders, deadlines)
+    apply(results, folders, deadlines, now=AFTER)
     late, early, undated, _ = results
     # stored: the same instants, in the due date's offset
     assert (late.due, late.submitted_at, early.submitted_at) == (
