@@ -21,6 +21,7 @@ nothing again.
 A deadlines file (TOML), kept beside the class::
 
     due = "2026-12-01T23:59:00+01:00"      # every assignment not named below
+    start = "2026-09-01T09:00:00+02:00"    # optional: the course's start (no hand-in is earlier)
     [assignments]
     "07_training" = "2026-12-15T23:59:00+01:00"
     [late]
@@ -29,7 +30,6 @@ A deadlines file (TOML), kept beside the class::
     percent_per_day = 10                   # per-day: percent of the notebook's points per started day
     cap = 50                               # per-day: at most this percent in all
     grace_minutes = 5                      # late by at most this much counts as on time
-    start = "2026-09-01T09:00:00+02:00"    # optional: the course's start (no hand-in is earlier)
     [released]                             # optional: when an assignment was released (else start)
     "07_training" = "2026-11-20T09:00:00+01:00"
 
@@ -258,7 +258,9 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
             command line; None values are left to the file.
 
     Raises:
-        DeadlineError: anything malformed, with what was expected.
+        DeadlineError: anything malformed, with what was expected: a date without its zone or out of
+            the calendar's range, a ``start`` or ``[released]`` date after a due date it opens, a
+            release before ``start``, a name of ``[assignments]`` or ``[released]`` not in ``known``.
     """
     data: dict[str, Any] = {}
     if path is not None:
