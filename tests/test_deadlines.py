@@ -488,3 +488,24 @@ def test_an_honest_time_gives_the_lateness_it_gave_before(tmp_path, when, zone):
     expected = local.replace(fold=0).astimezone(UTC)  # nbgrader's reading of an hour that occurs twice
     found = _check(tmp_path, text.encode(), expected)
     assert found == (expected, "", "")
+
+
+def test_the_sample_classs_hand_ins_are_plausible_and_give_its_late_penalties(repo, expected):
+    """autograder/submitted's timestamp.txt files under autograder/deadlines.toml, against the real clock:
+    none flagged (a sample dated after today would be: its times are in the past), and the penalties
+    sample_class.toml lists (full marks assumed: a penalty never exceeds the score). In-process."""
+    deadlines = load(repo.autograder / "deadlines.toml", known=[a.name for a in repo.assignments()])
+    where, results = {}, []
+    for folder in sorted(repo.sample_class.glob("*/*/")):
+        student, name = folder.parent.name, folder.name
+        if not (folder / "timestamp.txt").is_file():
+            continue
+        top = repo.assignment(name).max_score()
+        results.append(SubmissionResult(student, name, "graded", exercises=[ExerciseResult("all", top, top)]))
+        where[(student, name)] = (folder, None)
+    apply(results, where, deadlines)
+    assert len(results) > 50 and [(r.student_id, r.assignment, r.reason) for r in results if r.reason] == []
+    late = {(r.student_id, r.assignment): r.late_penalty for r in results if r.late_penalty}
+    listed = {(s, a): off for s, rows in expected.items() if isinstance(rows, dict)
+              for a, off in rows.get("late", {}).items()}
+    assert late == pytest.approx(listed) and listed  # cho's 03_multi_head: 1.6
