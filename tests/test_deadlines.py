@@ -315,6 +315,13 @@ def test_a_hand_in_of_1970_is_flagged_and_late_by_the_files_time(tmp_path):
                                     "start, taken as a year before its first due date (2025-10-10 23:59 +01:00")
     # the file's time (2026-10-15 12:00 UTC) is 4 d 13 h late: 5 started days, 50% of 10 points
     assert (ada["late_by"], ada["late_penalty"], ada["final_score"]) == ("109.02", "5", "4")
+    from transformer_course.grading.grade import score_table
+
+    table = score_table(results).splitlines()  # the run's table: the late line, and the flag under its heading
+    assert "  ada 01_self_attention: handed in 2026-10-15 13:00 +01:00, due 2026-10-10 23:59 +01:00: 109.02 h late; " \
+        "5 points off" in table, table
+    notes = table[table.index("Submission times not from nbgrader's timestamp.txt:") + 1:]
+    assert notes == [f"  ada {A}: {results[0].late_note}"] and "says 1970-01-01 01:00 +01:00" in notes[0]
 
 
 def test_a_time_before_the_release_or_the_start_or_after_the_run_is_flagged(tmp_path):
