@@ -501,13 +501,14 @@ def test_the_sample_classs_hand_ins_are_plausible_and_give_its_late_penalties(re
     """autograder/submitted's timestamp.txt files under autograder/deadlines.toml, against the real clock:
     none flagged (a sample dated after today would be: its times are in the past), and the penalties
     sample_class.toml lists (full marks assumed: a penalty never exceeds the score). In-process."""
-    deadlines = load(repo.autograder / "deadlines.toml", known=[a.name for a in repo.assignments()])
+    tops = {a.name: a.max_score() for a in repo.assignments()}
+    deadlines = load(repo.autograder / "deadlines.toml", known=list(tops))
     where, results = {}, []
     for folder in sorted(repo.sample_class.glob("*/*/")):
         student, name = folder.parent.name, folder.name
         if not (folder / "timestamp.txt").is_file():
             continue
-        top = repo.assignment(name).max_score()
+        top = tops[name]
         results.append(SubmissionResult(student, name, "graded", exercises=[ExerciseResult("all", top, top)]))
         where[(student, name)] = (folder, None)
     apply(results, where, deadlines)
