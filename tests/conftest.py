@@ -77,7 +77,7 @@ def graded(repo: Repo, tmp_path_factory: pytest.TempPathFactory):
             target = submitted / student / assignment.name
             target.mkdir(parents=True)
             shutil.copyfile(source, target / name)
-            (target / "timestamp.txt").write_text("2026-11-30 18:00:00.000000 UTC\n")  # on time
+            (target / "timestamp.txt").write_text("2026-11-23 18:00:00.000000 UTC\n")  # on time
     out = tmp_path_factory.mktemp("graded")
     deadlines = load_deadlines(repo.autograder / "deadlines.toml", known=[a.name for a in repo.assignments()])
     results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, deadlines=deadlines)

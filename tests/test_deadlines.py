@@ -21,6 +21,7 @@ from transformer_course.instructors.deadlines import (
 )
 
 UTC = dt.UTC
+AFTER = dt.datetime(2027, 1, 1, tzinfo=UTC)  # the run's clock in tests of apply: after every hand-in they write
 
 
 def test_a_due_date_needs_its_time_zone_and_says_how_to_write_it():
@@ -111,16 +112,18 @@ def test_the_submission_time_is_nbgraders_timestamp_else_the_files_said(tmp_path
     notebook.write_text("{}")
     os.utime(notebook, (1_700_000_000, 1_700_000_000))
     (tmp_path / "timestamp.txt").write_text("2026-12-02 10:30:00.123456 UTC\n")  # as `nbgrader submit` writes it
-    assert submitted_at(tmp_path, notebook) == (dt.datetime(2026, 12, 2, 10, 30, 0, 123456, tzinfo=UTC), "")
+    assert submitted_at(tmp_path, notebook) == (dt.datetime(2026, 12, 2, 10, 30, 0, 123456, tzinfo=UTC), "", "")
     (tmp_path / "timestamp.txt").write_text("2026-12-02 11:30:00+01:00\n")
     assert submitted_at(tmp_path, notebook)[0] == dt.datetime(2026, 12, 2, 10, 30, tzinfo=UTC)
     (tmp_path / "timestamp.txt").write_text("not a time \x00\n")
-    when, note = submitted_at(tmp_path, notebook)
+    when, note, flag = submitted_at(tmp_path, notebook)
     assert when == dt.datetime.fromtimestamp(1_700_000_000, UTC)
-    assert note.startswith("timestamp.txt could not be read") and "modification time was used" in note
+    assert flag == "timestamp.txt holds 'not a time \\x00', not a time (not ISO 8601, nor nbgrader's 'date time zone')"
+    assert note == f"{flag}; the notebook file's modification time was used instead"
     (tmp_path / "timestamp.txt").unlink()
     assert submitted_at(tmp_path, notebook) == (dt.datetime.fromtimestamp(1_700_000_000, UTC),
-                                                "no timestamp.txt: the notebook file's modification time was used")
+                                                "no timestamp.txt: the notebook file's modification time was used",
+                                                "")  # no timestamp.txt (an LMS's download): noted, not flagged
 
 
 def test_apply_sets_lateness_on_graded_results_only(tmp_path):
@@ -133,7 +136,7 @@ def test_apply_sets_lateness_on_graded_results_only(tmp_path):
         folders[(student, "01_self_attention")] = (folder, None)
     results = [SubmissionResult(s, "01_self_attention", status, exercises=[ExerciseResult("softmax", 9.0, 10.0)])
                for s, status in (("late", "graded"), ("early", "graded"), ("gone", "missing"))]
-    apply(results, folders, deadlines)
+    apply(results, folders, deadlines, now=AFTER)
     late, early, gone = results
     assert (late.submitted_at, late.late_by, late.late_penalty, late.final_score) == (
         "2026-12-02T12:00:00+00:00", 36.0, 2.0, 7.0)
@@ -178,7 +181,7 @@ def test_every_date_is_given_and_kept_in_the_due_dates_time_zone(tmp_path):
         folders[(student, assignment)] = (folder, None)
     results = [SubmissionResult(s, a, "graded", exercises=[ExerciseResult("softmax", 9.0, 10.0)])
                for s, a in folders]
-    apply(results, folders, deadlines)
+    apply(results, folders, deadlines, now=AFTER)
     late, early, undated, _ = results
     # stored: the same instants, in the due date's offset
     assert (late.due, late.submitted_at, early.submitted_at) == (
@@ -212,3 +215,305 @@ def test_every_date_is_given_and_kept_in_the_due_dates_time_zone(tmp_path):
     assert ("<td>late</td><td>01_self_attention</td><td>2026-11-27 12:00 +01:00</td>"
             "<td>2026-11-28 10:00 +01:00</td><td>22</td><td>1</td>") in page, page
     assert "+00:00" not in page
+
+
+# --- Hand-in times that cannot be (issue 58, item 3): flagged, the file's time used, never a crash ---------
+
+import html  # noqa: E402
+import zoneinfo  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from transformer_course.instructors.deadlines import HandIn, Window, show  # noqa: E402
+
+A = "01_self_attention"
+COURSE = ('start = "2026-09-01T09:00:00+02:00"\ndue = "2026-11-01T23:59:00-05:00"\n'
+          '[released]\n"02_scaled_dot_product" = "2026-10-01T09:00:00+02:00"\n'
+          '[late]\npolicy = "per-day"\npercent_per_day = 10\n')
+FILE_TIME = dt.datetime(2026, 10, 15, 12, tzinfo=UTC)  # the notebook file's time in these tests: plausible
+START = dt.datetime(2026, 9, 1, 7, tzinfo=UTC)
+
+
+def _course(tmp_path) -> object:
+    path = tmp_path / "deadlines.toml"
+    path.write_text(COURSE)
+    return load(path, known=[A, "02_scaled_dot_product"])
+
+
+def _handed_in(tmp_path, stamp: bytes | None, assignment: str = A, student: str = "ada"):
+    """A submission folder with ``stamp`` as its timestamp.txt (None: none) and a notebook of FILE_TIME."""
+    folder = tmp_path / "submitted" / student / assignment
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "timestamp.txt").unlink(missing_ok=True)
+    if stamp is not None:
+        (folder / "timestamp.txt").write_bytes(stamp)
+    notebook = folder / f"{assignment}.ipynb"
+    notebook.write_text("{}")
+    os.utime(notebook, (FILE_TIME.timestamp(), FILE_TIME.timestamp()))
+    return folder, notebook
+
+
+def _graded(student: str = "ada", assignment: str = A) -> SubmissionResult:
+    return SubmissionResult(student, assignment, "graded", exercises=[ExerciseResult("softmax", 9.0, 10.0)])
+
+
+def _everything_written(tmp_path, results, deadlines) -> dict:
+    """The run's table, grades.csv/lms.csv/exercises.csv/results.json and each feedback page's banner,
+    written as `grade` writes them (what ended the run before: OverflowError); grades.csv's rows."""
+    import csv
+
+    from transformer_course.grading.grade import score_table
+    from transformer_course.grading.publish import late_banner, write_csvs
+
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    write_csvs(results, out)
+    for r in results:
+        page = out / f"{r.student_id}-{r.assignment}.html"
+        page.write_text("<html><body><p>the page</p></body></html>")
+        late_banner(page, r, deadlines)
+    assert score_table(results)
+    with open(out / "grades.csv") as f:
+        return {(r["student_id"], r["assignment"]): r for r in csv.DictReader(f)}
+
+
+@pytest.mark.parametrize(("stamp", "due", "said"), [
+    ("9999-12-31 23:59:59.999999 UTC", "2026-11-01T23:59:00+01:00", "timestamp.txt says 9999-12-31 23:59 +00:00, "
+     "after this run"),  # +01:00 has no date for it: shown in its own offset
+    ("0001-01-01 00:00:00.000000 UTC", "2026-11-01T23:59:00-05:00", "timestamp.txt says 0001-01-01 00:00 +00:00, "
+     "before the course's start"),  # west of UTC: no date for it either
+    ("0001-01-01T00:30:00+01:00", "2026-11-01T23:59:00-05:00", "timestamp.txt holds '0001-01-01T00:30:00+01:00', "
+     "out of the calendar's range in UTC"),
+])
+def test_a_date_at_the_calendars_edge_is_flagged_and_every_table_is_written(tmp_path, stamp, due, said):
+    """The issue's case: every notebook graded, then `OverflowError: date value out of range` before
+    grades.csv at every run. Now the time is flagged and the file's time is used."""
+    deadlines = load(None, due, policy="per-day", percent_per_day=10)
+    where = {("ada", A): _handed_in(tmp_path, stamp.encode()), ("ben", A): _handed_in(
+        tmp_path, b"2026-10-20 10:00:00.000000 UTC", student="ben")}
+    results = [_graded("ada"), _graded("ben")]
+    apply(results, where, deadlines, now=AFTER)
+    rows = _everything_written(tmp_path, results, deadlines)
+    ada, ben = rows[("ada", A)], rows[("ben", A)]
+    assert ada["reason"].startswith(f"hand-in time: {said}"), ada["reason"]
+    assert ada["reason"].endswith("; the notebook file's modification time was used instead")
+    assert ada["submitted_at"] == deadlines.local(A, FILE_TIME).isoformat(timespec="seconds")
+    assert (ben["reason"], ben["late_by"], ben["final_score"]) == ("", "0", "9")  # the classmate: as before
+    page = (tmp_path / "out" / f"ada-{A}.html").read_text()
+    assert html.escape(said) in page
+
+
+def test_a_hand_in_of_1970_is_flagged_and_late_by_the_files_time(tmp_path):
+    """The issue's case: a late notebook whose timestamp.txt says 1970 scored as on time."""
+    deadlines = load(None, "2026-10-10T23:59:00+01:00", policy="per-day", percent_per_day=10)
+    where = {("ada", A): _handed_in(tmp_path, b"1970-01-01 00:00:00.000000 UTC")}
+    results = [_graded()]
+    apply(results, where, deadlines, now=AFTER)
+    ada = _everything_written(tmp_path, results, deadlines)[("ada", A)]
+    assert ada["reason"].startswith("hand-in time: timestamp.txt says 1970-01-01 01:00 +01:00, before the course's "
+                                    "start, taken as a year before its first due date (2025-10-10 23:59 +01:00")
+    # the file's time (2026-10-15 12:00 UTC) is 4 d 13 h late: 5 started days, 50% of 10 points
+    assert (ada["late_by"], ada["late_penalty"], ada["final_score"]) == ("109.02", "5", "4")
+    from transformer_course.grading.grade import score_table
+
+    table = score_table(results).splitlines()  # the run's table: the late line, and the flag under its heading
+    assert "  ada 01_self_attention: handed in 2026-10-15 13:00 +01:00, due 2026-10-10 23:59 +01:00: 109.02 h late; " \
+        "5 points off" in table, table
+    notes = table[table.index("Submission times not from nbgrader's timestamp.txt:") + 1:]
+    assert notes == [f"  ada {A}: {results[0].late_note}"] and "says 1970-01-01 01:00 +01:00" in notes[0]
+
+
+def test_a_time_before_the_release_or_the_start_or_after_the_run_is_flagged(tmp_path):
+    deadlines = _course(tmp_path)
+    cases = {  # student: (assignment, timestamp.txt, what the flag says, or "" where it is taken)
+        "released": ("02_scaled_dot_product", "2026-09-20T12:00:00+00:00", "before 02_scaled_dot_product's release "
+                     "(2026-10-01 02:00 -05:00)"),
+        "started": (A, "2026-09-20T12:00:00+00:00", ""),  # 01 has no release date: the course's start holds
+        "early": (A, "2026-08-31T12:00:00+00:00", "before the course's start (2026-09-01 02:00 -05:00)"),
+        "future": (A, "2027-01-01T00:11:00+00:00", "after this run (2026-12-31 19:00 -05:00)"),
+        "skewed": (A, "2027-01-01T00:09:00+00:00", ""),  # a clock ahead by less than SKEW
+    }
+    where = {(s, a): _handed_in(tmp_path, stamp.encode(), a, s) for s, (a, stamp, _) in cases.items()}
+    results = [_graded(s, a) for s, (a, _, _) in cases.items()]
+    apply(results, where, deadlines, now=AFTER)
+    for r in results:
+        said = cases[r.student_id][2]
+        if said:
+            assert said in r.reason and said in r.late_note, (r.student_id, r.reason)
+            assert r.submitted_at == deadlines.local(r.assignment, FILE_TIME).isoformat(timespec="seconds")
+        else:
+            assert (r.reason, r.late_note) == ("", ""), r.student_id
+
+
+def test_where_the_files_time_is_implausible_too_the_notebook_is_not_marked_late_and_says_so(tmp_path):
+    """The fair rule: no evidence of when, no penalty; the row and the page say to check it by hand."""
+    deadlines = _course(tmp_path)
+    folder, notebook = _handed_in(tmp_path, b"1970-01-01 00:00:00.000000 UTC")
+    os.utime(notebook, (0, 0))
+    results = [_graded()]
+    apply(results, {("ada", A): (folder, notebook)}, deadlines, now=AFTER)
+    ada = _everything_written(tmp_path, results, deadlines)[("ada", A)]
+    assert (ada["submitted_at"], ada["late_by"], ada["late_penalty"], ada["final_score"]) == ("", "", "0", "9")
+    assert ada["reason"] == (
+        "hand-in time: timestamp.txt says 1969-12-31 19:00 -05:00, before the course's start (2026-09-01 02:00 "
+        "-05:00); the notebook file's modification time (1969-12-31 19:00 -05:00) is before the course's start "
+        "(2026-09-01 02:00 -05:00) too: no plausible time, not marked late (check it by hand)")
+    page = (tmp_path / "out" / f"ada-{A}.html").read_text()
+    assert "When this notebook was handed in is not known." in page and "check it by hand" in page
+
+
+@pytest.mark.parametrize(("stamp", "taken", "flag"), [
+    ("2026-10-20 10:00:00.000000 UTC".encode("utf-16"), dt.datetime(2026, 10, 20, 10, tzinfo=UTC), ""),
+    ("2026-10-20 10:00:00.000000 UTC".encode("utf-16-le"), dt.datetime(2026, 10, 20, 10, tzinfo=UTC), ""),
+    (b"\xef\xbb\xbf2026-10-20T10:00:00Z\r\n", dt.datetime(2026, 10, 20, 10, tzinfo=UTC), ""),
+    (b"2026-10-20 10:00:00.000000 America/New_York", dt.datetime(2026, 10, 20, 14, tzinfo=UTC), ""),
+    (b"2026-10-20 10:00:00.000000 +0530", dt.datetime(2026, 10, 20, 4, 30, tzinfo=UTC), ""),
+    (b"2026-10-20 10:00:00.000000 PST", None, "no time zone named 'PST' in the tz database"),
+    (b"2026-10-20 10:00:00.000000 /etc/localtime", None, "the zone is not a time zone name"),  # never a path
+    (b"2026-10-20 10:00:00.000000 ../../etc/passwd", None, "the zone is not a time zone name"),
+    (b"20", None, "not ISO 8601"),  # dateutil would make it a day of this month
+    (b"\x1b[2J2026-10-20", None, "'\\x1b[2J2026-10-20'"),  # a terminal's control character: escaped
+    (b"2026-10-20T10:00:00Z" + b" " * 5000, None, "timestamp.txt is over 4 KiB (a timestamp is one line): not read"),
+    (b"", None, "timestamp.txt is empty"),
+])
+def test_what_timestamp_txt_may_hold(tmp_path, stamp, taken, flag):
+    folder, notebook = _handed_in(tmp_path, stamp)
+    when, note, said = submitted_at(folder, notebook)
+    assert when == (taken or FILE_TIME)
+    assert flag in said and bool(said) == bool(flag), said
+    assert note == ("" if taken else f"{said}; the notebook file's modification time was used instead")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('start = "2026-09-01"\ndue = "2026-11-01T23:59:00Z"\n', "start: '2026-09-01' has no time zone"),
+    ('start = "2026-12-01T00:00:00Z"\ndue = "2026-11-01T23:59:00Z"\n',
+     r"start \(2026-12-01 00:00 \+00:00\) is after the due date of the default due date \(due\) "
+     r"\(2026-11-01 23:59 \+00:00\); expected a release before its due date"),
+    ('due = "2026-11-01T23:59:00Z"\n[released]\n"01_self_attention" = "2026-11-02T01:00:00+01:00"\n',
+     r"released.01_self_attention \(2026-11-02 00:00 \+00:00\) is after the due date of 01_self_attention"),
+    ('due = "2026-11-01T23:59:00Z"\n[released]\n"01_self_atention" = "2026-10-02T00:00:00Z"\n',
+     r"\[released\] names no assignment of the course: 01_self_atention"),
+    ('due = "2026-11-01T23:59:00Z"\nstart = 2026-10-01T00:00:00Z\n[released]\n'
+     '"01_self_attention" = "2026-09-02T00:00:00Z"\n', "is before the course's start"),
+    ('due = "2026-11-01T23:59:00Z"\nreleased = 3\n', r"\[released\] must be a table"),
+    ('due = "0001-01-01T00:00:00+01:00"\n', "out of the calendar's range in UTC"),
+])
+def test_a_malformed_start_or_release_is_refused(tmp_path, text, message):
+    path = tmp_path / "deadlines.toml"
+    path.write_text(text)
+    with pytest.raises(DeadlineError, match=message):
+        load(path, known=["01_self_attention"])
+
+
+def test_showing_a_date_never_raises():
+    plus, minus = dt.timezone(dt.timedelta(hours=1)), dt.timezone(dt.timedelta(hours=-5))
+    assert show(dt.datetime.max.replace(tzinfo=UTC), plus) == "9999-12-31 23:59 +00:00"
+    assert show(dt.datetime.min.replace(tzinfo=UTC), minus) == "0001-01-01 00:00 +00:00"
+    assert show("not a date\x1b") == "'not a date\\x1b'"
+    deadlines = load(None, "2026-11-01T23:59:00-05:00")
+    edge = dt.datetime.min.replace(tzinfo=UTC)
+    assert deadlines.local(A, edge) == edge  # the same instant, in UTC
+
+
+# Generated: any bytes, any date, any zone. The run's clock AFTER; the course's window (START, AFTER + SKEW).
+def _expected(stamp_instant: dt.datetime | None) -> dt.datetime | None:
+    """The time taken for a timestamp.txt of this instant (None: out of range): it, or the file's."""
+    from transformer_course.instructors.deadlines import SKEW
+
+    plausible = stamp_instant is not None and START <= stamp_instant <= AFTER + SKEW
+    return stamp_instant if plausible else FILE_TIME
+
+
+def _check(tmp_path, stamp: bytes, taken: dt.datetime | None = None):
+    """submitted_at and apply on ``stamp``: never raise; a flag wherever the file's time was used; every
+    table written; the lateness is the old formula's on the time taken."""
+    deadlines = _course(tmp_path)
+    folder, notebook = _handed_in(tmp_path, stamp)
+    window = Window(*deadlines.release(A), AFTER + dt.timedelta(minutes=10), deadlines.zone(A))
+    found = submitted_at(folder, notebook, window)
+    assert isinstance(found, HandIn) and found.when is not None
+    assert window.first <= found.when <= window.last
+    assert (found.flag == "") == (found.note == ""), found  # a time not from timestamp.txt is always said
+    if taken is not None:
+        assert found.when == taken, found
+        if taken != FILE_TIME:  # timestamp.txt's own time: taken without a word
+            assert found.flag == "", found
+    result = _graded()
+    apply([result], {("ada", A): (folder, notebook)}, deadlines, now=AFTER)
+    assert ("hand-in time: " in result.reason) == bool(found.flag)
+    late_by = max(found.when - deadlines.due(A), dt.timedelta(0))  # the formula of before
+    assert result.late_by == round(late_by / dt.timedelta(hours=1), 2)
+    assert result.late_penalty == deadlines.policy.penalty(9.0, 10.0, late_by)
+    _everything_written(tmp_path, [result], deadlines)
+    return found
+
+
+@given(stamp=st.one_of(st.binary(max_size=5000),
+                       st.text(max_size=60).map(lambda t: t.encode("utf-8", errors="surrogatepass")),
+                       st.builds(lambda t, c: t.encode(c, errors="replace"),
+                                 st.sampled_from(["2026-10-20 10:00:00.000000 UTC", "2026-10-20T10:00:00+02:00",
+                                                  "1970-01-01 00:00:00 UTC", "9999-12-31T23:59:59"]),
+                                 st.sampled_from(["utf-8", "utf-16", "utf-16-be", "utf-32", "latin-1", "cp1252"]))))
+def test_any_bytes_in_timestamp_txt_never_stop_the_run(tmp_path, stamp):
+    _check(tmp_path, stamp)
+
+
+ZONES = st.one_of(st.timezones(), st.integers(-1439, 1439).map(lambda m: dt.timezone(dt.timedelta(minutes=m))))
+
+
+@given(when=st.datetimes(timezones=ZONES), nbgrader=st.booleans())
+def test_any_date_in_any_zone_is_taken_only_where_plausible(tmp_path, when, nbgrader):
+    """ISO 8601 with the date's offset, or nbgrader's "date time zone" with a tz database name."""
+    key = getattr(when.tzinfo, "key", None)
+    text = when.isoformat()
+    if nbgrader and key:
+        text = f"{when.replace(tzinfo=None).isoformat(sep=' ', timespec='microseconds')} {key}"
+    try:
+        instant = when.replace(fold=0).astimezone(UTC)
+    except OverflowError:
+        instant = None
+    if key and not nbgrader:  # ISO keeps the offset of that instant: the same instant (fold included)
+        try:
+            instant = when.astimezone(UTC)
+        except OverflowError:
+            instant = None
+    found = _check(tmp_path, text.encode(), _expected(instant))
+    if instant is None:
+        assert "out of the calendar's range" in found.flag, found
+    elif _expected(instant) == FILE_TIME:
+        assert found.flag and ("before the course's start" in found.flag or "after this run" in found.flag), found
+
+
+@given(when=st.datetimes(min_value=START.replace(tzinfo=None), max_value=AFTER.replace(tzinfo=None),
+                         timezones=st.just(UTC)),
+       zone=st.sampled_from(["UTC", "Europe/Berlin", "America/Los_Angeles", "Asia/Kolkata", "Pacific/Kiritimati"]))
+def test_an_honest_time_gives_the_lateness_it_gave_before(tmp_path, when, zone):
+    """A plausible time, as nbgrader writes it in any zone: taken, no flag, lateness by the old formula."""
+    local = when.astimezone(zoneinfo.ZoneInfo(zone))
+    text = f"{local.replace(tzinfo=None).isoformat(sep=' ', timespec='microseconds')} {zone}"
+    expected = local.replace(fold=0).astimezone(UTC)  # nbgrader's reading of an hour that occurs twice
+    found = _check(tmp_path, text.encode(), expected)
+    assert found == (expected, "", "")
+
+
+def test_the_sample_classs_hand_ins_are_plausible_and_give_its_late_penalties(repo, expected):
+    """autograder/submitted's timestamp.txt files under autograder/deadlines.toml, against the real clock:
+    none flagged (a sample dated after today would be: its times are in the past), and the penalties
+    sample_class.toml lists (full marks assumed: a penalty never exceeds the score). In-process."""
+    tops = {a.name: a.max_score() for a in repo.assignments()}
+    deadlines = load(repo.autograder / "deadlines.toml", known=list(tops))
+    where, results = {}, []
+    for folder in sorted(repo.sample_class.glob("*/*/")):
+        student, name = folder.parent.name, folder.name
+        if not (folder / "timestamp.txt").is_file():
+            continue
+        top = tops[name]
+        results.append(SubmissionResult(student, name, "graded", exercises=[ExerciseResult("all", top, top)]))
+        where[(student, name)] = (folder, None)
+    apply(results, where, deadlines)
+    assert len(results) > 50 and [(r.student_id, r.assignment, r.reason) for r in results if r.reason] == []
+    late = {(r.student_id, r.assignment): r.late_penalty for r in results if r.late_penalty}
+    listed = {(s, a): off for s, rows in expected.items() if isinstance(rows, dict)
+              for a, off in rows.get("late", {}).items()}
+    assert late == pytest.approx(listed) and listed  # cho's 03_multi_head: 1.6

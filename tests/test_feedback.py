@@ -156,12 +156,12 @@ def test_the_graded_class_pages_await_then_show_the_points_after_report(graded, 
     assert "Score: 0.0 / 2.0" not in text and text.count("awaiting grading (2 points)") == 4
     assert "(11 / 11 graded automatically; 4 points of answers in words await your instructor)" in text
     # the due date of autograder/deadlines.toml (+01:00), and ada's timestamp.txt (18:00 UTC) in it
-    assert "Handed in 2026-11-30 19:00 +01:00, due 2026-12-01 23:59 +01:00: on time." in text
+    assert "Handed in 2026-11-23 19:00 +01:00, due 2026-11-24 23:59 +01:00: on time." in text
     assert re.findall(ANY_DATE, text) == re.findall(DATE, text)
     cho = _read(out / "feedback" / "cho" / A01 / f"{A01}.html")  # unanswered: 0 at once
     assert "awaiting" not in cho and cho.count("Score: 0 / 2") == 4, cho[:3000]
     late = (out / "feedback" / "cho" / "03_multi_head" / "03_multi_head.html").read_text()
-    assert "Handed in 2026-12-03 10:30 +01:00, due 2026-12-01 23:59 +01:00: 34.52 h late; 1.6 points off" in late
+    assert "Handed in 2026-11-26 10:30 +01:00, due 2026-11-24 23:59 +01:00: 34.52 h late; 1.6 points off" in late
 
     _give(out, repo, {first: 2, second: 1.5})
     assert main(["report", str(out)]) == 0
@@ -202,7 +202,7 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     row = _tables(out)[("ada", A01)]
     assert (row["manual_status"], row["manual_score"]) == ("graded", "3")
     assert "Score: 14 / 15: 11 / 11 graded automatically, 3 / 4 in words" in text
-    assert "Handed in 2026-11-30 19:00 +01:00, due 2026-12-01 23:59 +01:00: on time." in text
+    assert "Handed in 2026-11-23 19:00 +01:00, due 2026-11-24 23:59 +01:00: on time." in text
 
 
 def test_counts_agree_with_their_nouns_in_the_report(tmp_path):

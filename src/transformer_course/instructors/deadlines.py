@@ -1,13 +1,27 @@
 """Deadlines and late penalties of a class run: ``transformer-course grade --due ... --deadlines FILE``.
 
-When each notebook was handed in comes from nbgrader's ``timestamp.txt`` in its submission folder
-(written by ``nbgrader submit`` and ``nbgrader collect``; read with nbgrader's own parser), else from
-the notebook file's modification time, which the feedback then says. Lateness is worked out after
-grading, from the records: changing a deadline or the policy grades nothing again.
+When each notebook was handed in (:func:`submitted_at`), in this order:
+
+1. nbgrader's ``timestamp.txt`` in its submission folder (written by ``nbgrader submit``, kept by
+   ``nbgrader collect``): ISO 8601, or nbgrader's ``%Y-%m-%d %H:%M:%S.%f %Z`` with a zone the tz
+   database knows or a numeric offset; at most 4 KiB read, any encoding (a BOM is honoured).
+2. else the notebook file's modification time, which the feedback then says.
+3. else no time: the notebook is not marked late, and the row says why.
+
+A time is taken only if it is *plausible*: not before the assignment's release (``[released]``), else
+the course's start (``start``; without one, a year before the first due date: no course runs longer),
+and not after the run (its clock, :data:`SKEW` allowed for a clock ahead). A ``timestamp.txt`` that is
+a link, too big, unreadable, out of the calendar's range or implausible is *flagged*: the reason
+column of ``grades.csv``, the run's table and the feedback page say what it said and why it was not
+taken, and the file's time is used instead. Where that time is implausible too, no time is known: a
+penalty needs evidence, so the notebook is not marked late, and the flag says to check it by hand.
+Lateness is worked out after grading, from the records: changing a deadline or the policy grades
+nothing again.
 
 A deadlines file (TOML), kept beside the class::
 
     due = "2026-12-01T23:59:00+01:00"      # every assignment not named below
+    start = "2026-09-01T09:00:00+02:00"    # optional: the course's start (no hand-in is earlier)
     [assignments]
     "07_training" = "2026-12-15T23:59:00+01:00"
     [late]
@@ -16,6 +30,8 @@ A deadlines file (TOML), kept beside the class::
     percent_per_day = 10                   # per-day: percent of the notebook's points per started day
     cap = 50                               # per-day: at most this percent in all
     grace_minutes = 5                      # late by at most this much counts as on time
+    [released]                             # optional: when an assignment was released (else start)
+    "07_training" = "2026-11-20T09:00:00+01:00"
 
 The command line's ``--due`` and ``--late-*`` options override the file's values. Penalties are
 those of nbgrader's ``LateSubmissionPlugin`` family: never below zero points, never more than the
@@ -24,12 +40,15 @@ score.
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import math
+import re
 import tomllib
+import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 POLICIES = ("none", "fixed", "per-day")
 # Each amount of a policy: the deadlines file's key, and the command line's option.
@@ -37,6 +56,10 @@ OPTION = {"points": "--late-points (points)", "percent_per_day": "--late-percent
           "cap": "--late-cap (cap)", "grace_minutes": "grace_minutes"}
 TIMESTAMP = "timestamp.txt"  # nbgrader's name, in submitted/<student>/<assignment>/
 EXAMPLE_DUE = "2026-12-01T23:59:00+01:00"
+MAX_TIMESTAMP_BYTES = 4096  # nbgrader writes one line of about 30 bytes
+SKEW = dt.timedelta(minutes=10)  # a hand-in clock ahead of the grader's by at most this is not "after the run"
+COURSE_LENGTH = dt.timedelta(days=365)  # without a start: no hand-in is this long before the first due date
+FILE_TIME = "the notebook file's modification time"
 
 
 class DeadlineError(ValueError):
@@ -54,7 +77,7 @@ def parse_due(text: Any, where: str) -> dt.datetime:
         if text.tzinfo is None:
             raise DeadlineError(f"{where}: {text.isoformat()} has no time zone; add one, e.g. "
                                 f"{text.isoformat()}+01:00 or {text.isoformat()}Z for UTC")
-        return text.astimezone(dt.UTC)
+        return _utc(text, where)
     if not isinstance(text, str):
         raise DeadlineError(f"{where}: expected a date and time such as {EXAMPLE_DUE!r}, got {text!r}")
     try:
@@ -65,7 +88,15 @@ def parse_due(text: Any, where: str) -> dt.datetime:
     if when.tzinfo is None or when.utcoffset() is None:
         raise DeadlineError(f"{where}: {text!r} has no time zone; add one, e.g. {text.strip()}+01:00 or "
                             f"{text.strip()}Z for UTC")
-    return when.astimezone(dt.UTC)
+    return _utc(when, where)
+
+
+def _utc(when: dt.datetime, where: str) -> dt.datetime:
+    try:
+        return when.astimezone(dt.UTC)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the calendar's first instant
+        raise DeadlineError(f"{where}: {when.isoformat()} is out of the calendar's range in UTC; expected "
+                            f"e.g. {EXAMPLE_DUE!r}") from None
 
 
 @dataclass(frozen=True)
@@ -128,9 +159,29 @@ class Deadlines:
     policy: LatePolicy = LatePolicy()
     # The time zone each due date was given in (by assignment; "" for the default): dates are shown in it.
     zones: dict[str, dt.tzinfo] = field(default_factory=dict)
+    start: dt.datetime | None = None  # the course's start, where the deadlines file gives it
+    released: dict[str, dt.datetime] = field(default_factory=dict)  # by assignment, where given
 
     def due(self, assignment: str) -> dt.datetime | None:
         return self.assignments.get(assignment, self.default)
+
+    def release(self, assignment: str) -> tuple[dt.datetime, str]:
+        """The first instant a hand-in of ``assignment`` can have, and what it is, with its date in the
+        due date's zone (said in a flag): its release, else the course's start, else a year before the
+        first due date (no course runs longer)."""
+        if assignment in self.released:
+            first = self.released[assignment]
+            return first, f"{assignment}'s release ({self.shown(assignment, first)})"
+        if self.start is not None:
+            return self.start, f"the course's start ({self.shown(assignment, self.start)})"
+        due = min([d for d in (self.default, *self.assignments.values()) if d is not None],
+                  default=dt.datetime.now(dt.UTC))
+        try:
+            first = due - COURSE_LENGTH
+        except OverflowError:  # a due date in the calendar's first year
+            first = dt.datetime.min.replace(tzinfo=dt.UTC)
+        return first, (f"the course's start, taken as a year before its first due date "
+                       f"({self.shown(assignment, first)}; start in the deadlines file sets it)")
 
     def zone(self, assignment: str) -> dt.tzinfo:
         """The time zone ``assignment``'s due date was given in (UTC where none was given)."""
@@ -142,25 +193,47 @@ class Deadlines:
 
     def local(self, assignment: str, when: dt.datetime) -> dt.datetime:
         """The same instant as ``when``, in the time zone of ``assignment``'s due date (what is stored:
-        results.json's and grades.csv's ISO strings keep that offset, so every reader shows it)."""
-        return when.astimezone(self.zone(assignment))
+        results.json's and grades.csv's ISO strings keep that offset, so every reader shows it); in UTC
+        where that zone's date would be out of the calendar's range (never raises)."""
+        try:
+            return when.astimezone(self.zone(assignment))
+        except OverflowError:
+            return when.astimezone(dt.UTC) if when.utcoffset() is not None else when.replace(tzinfo=dt.UTC)
 
 
 def show(when: dt.datetime | str, zone: dt.tzinfo | None = None) -> str:
     """One format for every date people read: ``2026-12-01 23:59 +01:00`` (in ``zone``; None: in the
     offset ``when`` carries, as results.json keeps it: the due date's own; an ISO 8601 string or an aware
-    date and time; a time without a zone is UTC)."""
-    when = instant(when)
-    text = (when.astimezone(zone) if zone is not None else when).strftime("%Y-%m-%d %H:%M %z")
-    return f"{text[:-2]}:{text[-2:]}"  # +0100 -> +01:00
+    date and time; a time without a zone is UTC). Never raises: a date out of the calendar's range in
+    ``zone`` is shown in its own offset, a string that is not ISO 8601 as it is (quoted)."""
+    try:
+        when = instant(when)
+    except (ValueError, TypeError):
+        return _quoted(str(when))
+    try:
+        when = when.astimezone(zone) if zone is not None else when
+    except OverflowError:  # 9999-12-31 23:30 +00:00 has no date in +01:00: shown in its own offset
+        pass
+    text = when.isoformat(sep=" ", timespec="minutes")  # "0001-01-01 00:00+00:00": %Y would drop the zeros
+    return f"{text[:16]} {text[16:]}"
 
 
 def instant(when: dt.datetime | str) -> dt.datetime:
     """An aware date and time from an ISO 8601 string (results.json's) or a date and time; a time
-    without a zone is UTC. Its offset is kept: compare instants, never the strings."""
+    without a zone is UTC. Its offset is kept: compare instants, never the strings.
+
+    Raises:
+        ValueError: a string that is not ISO 8601.
+    """
     if isinstance(when, str):
         when = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
     return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    """A student's text in a note: quoted, cut, with every control character escaped (a terminal, a
+    CSV cell and a page all show it as text)."""
+    return ascii(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 def given_zone(text: Any) -> dt.tzinfo:
@@ -185,7 +258,9 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
             command line; None values are left to the file.
 
     Raises:
-        DeadlineError: anything malformed, with what was expected.
+        DeadlineError: anything malformed, with what was expected: a date without its zone or out of
+            the calendar's range, a ``start`` or ``[released]`` date after a due date it opens, a
+            release before ``start``, a name of ``[assignments]`` or ``[released]`` not in ``known``.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -195,10 +270,10 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
             raise DeadlineError(f"deadlines file {path} not found") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise DeadlineError(f"deadlines file {path} is not valid TOML: {exc}") from None
-        unknown = set(data) - {"due", "assignments", "late"}
+        unknown = set(data) - {"due", "assignments", "late", "start", "released"}
         if unknown:
             raise DeadlineError(f"deadlines file {path}: unknown key(s) {', '.join(sorted(unknown))}; expected "
-                                "due, [assignments] and [late]")
+                                "due, start, [assignments], [released] and [late]")
     where = str(path) if path is not None else "deadlines"
     default = parse_due(due, "--due") if due is not None else (
         parse_due(data["due"], f"{where}: due") if "due" in data else None)
@@ -225,43 +300,184 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
     zones = {name: given_zone(value) for name, value in per.items()}
     if default is not None:
         zones[""] = given_zone(due if due is not None else data["due"])
-    return Deadlines(default, assignments, policy, zones)
+    found = Deadlines(default, assignments, policy, zones)
+    start = parse_due(data["start"], f"{where}: start") if "start" in data else None
+    released = data.get("released", {})
+    if not isinstance(released, dict):
+        raise DeadlineError(f"{where}: [released] must be a table of assignment = release date")
+    released = {name: parse_due(value, f"{where}: released.{name}") for name, value in released.items()}
+    if known is not None and (unknown := sorted(set(released) - set(known))):
+        raise DeadlineError(f"{where}: [released] names no assignment of the course: {', '.join(unknown)}; the "
+                            f"course's are {', '.join(known)}")
+    # A release after its due date, or a start after a due date, is a typo (a year, a month): it would
+    # flag every honest hand-in as before its release.
+    for name in sorted({*assignments, *released} | ({""} if default is not None else set())):
+        due_at, label = found.due(name), name or "the default due date (due)"
+        opened = released.get(name, start)
+        if due_at is not None and opened is not None and opened > due_at:
+            said = f"released.{name}" if name in released else "start"
+            raise DeadlineError(f"{where}: {said} ({found.shown(name, opened)}) is after the due date of {label} "
+                                f"({found.shown(name, due_at)}); expected a release before its due date")
+    if start is not None and (early := sorted(n for n, when in released.items() if when < start)):
+        raise DeadlineError(f"{where}: released.{early[0]} ({show(released[early[0]], found.zone(early[0]))}) "
+                            f"is before the course's start ({show(start, found.zone(''))}); expected a release "
+                            "after start")
+    return Deadlines(default, assignments, policy, zones, start, released)
 
 
-def submitted_at(folder: Path | None, notebook: Path | None) -> tuple[dt.datetime | None, str]:
-    """When a submission was handed in (UTC), and a note for the feedback when that is not nbgrader's
-    ``timestamp.txt``. Never raises: an unreadable timestamp falls back to the file's time, said."""
-    from nbgrader.utils import parse_utc
+class HandIn(NamedTuple):
+    """When a notebook was handed in, as :func:`submitted_at` found it."""
 
+    when: dt.datetime | None  # UTC; None: no plausible time is known
+    note: str  # how the time was found, where not from timestamp.txt ("" where it was); the flag first
+    flag: str = ""  # why something found was not taken (unreadable, out of range, implausible); "" where nothing
+
+
+def _text(data: bytes) -> str:
+    """``timestamp.txt``'s text in whatever encoding it carries: a BOM's, UTF-16 without one (NUL
+    bytes between ASCII ones, as Windows writes it), else UTF-8 (a byte that is not is replaced)."""
+    for bom, codec in ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                       (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                       (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            return data.decode(codec, errors="replace")
+    if b"\x00" in data and len(data) % 2 == 0:
+        for codec in ("utf-16-le", "utf-16-be"):
+            text = data.decode(codec, errors="replace")
+            if text.isascii():
+                return text
+    return data.decode("utf-8", errors="replace")
+
+
+_OFFSET = re.compile(r"([+-])(\d\d):?(\d\d)?")
+_ZONE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_+-]{0,40}(?:/[A-Za-z0-9_+-]{1,40}){0,3}")
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """An aware date and time from ``timestamp.txt``'s text: ISO 8601 (``2026-12-02T10:30:00+01:00``),
+    or nbgrader's ``%Y-%m-%d %H:%M:%S.%f %Z`` (``2026-12-02 10:30:00.000000 UTC``) whose zone is UTC,
+    GMT, a numeric offset or a name of the tz database; a time without a zone is UTC (nbgrader's rule).
+    Stricter than nbgrader's ``parse_utc``: nothing is guessed (dateutil fills a missing date from
+    today) and a zone is never a path of the grader's machine.
+
+    Raises:
+        ValueError: anything else (an unknown zone name included; zoneinfo's errors are ValueErrors or
+            KeyErrors, turned into ValueError).
+    """
+    text = text.strip()
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        parts = text.split()
+        if len(parts) != 3:
+            raise ValueError("not ISO 8601, nor nbgrader's 'date time zone'") from None
+        when = dt.datetime.fromisoformat(f"{parts[0]} {parts[1]}")
+        if when.tzinfo is not None:
+            raise ValueError("two time zones") from None
+        zone = parts[2]
+        if zone in ("UTC", "GMT", "Z"):
+            return when.replace(tzinfo=dt.UTC)
+        if match := _OFFSET.fullmatch(zone):
+            sign, hours, minutes = match[1], int(match[2]), int(match[3] or 0)
+            if hours > 23 or minutes > 59:
+                raise ValueError(f"offset {zone} out of range") from None
+            offset = dt.timedelta(hours=hours, minutes=minutes)
+            return when.replace(tzinfo=dt.timezone(-offset if sign == "-" else offset))
+        if not _ZONE_KEY.fullmatch(zone) or ".." in zone:
+            raise ValueError("the zone is not a time zone name") from None
+        try:
+            return when.replace(tzinfo=zoneinfo.ZoneInfo(zone))
+        except (KeyError, OSError, ValueError):  # ZoneInfoNotFoundError is a KeyError
+            raise ValueError(f"no time zone named {zone!r} in the tz database") from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+class Window(NamedTuple):
+    """The instants a hand-in time can have: from ``first`` (what it is, as a flag says it: ``first_is``)
+    to ``last`` (the run's clock and :data:`SKEW`)."""
+
+    first: dt.datetime
+    first_is: str
+    last: dt.datetime
+    zone: dt.tzinfo = dt.UTC  # the zone flags give dates in (the due date's)
+
+    def implausible(self, when: dt.datetime) -> str:
+        """Why ``when`` (UTC) cannot be a hand-in time, or ""."""
+        if when < self.first:
+            return f"before {self.first_is}"
+        if when > self.last:
+            return f"after this run ({show(self.last - SKEW, self.zone)})"
+        return ""
+
+
+def _stamp(folder: Path) -> tuple[dt.datetime | None, str]:
+    """``timestamp.txt``'s time (UTC), or None and what kept it from being read (a flag), or None and
+    "" where there is none. Read as the notebook is: nothing below SUBMITTED/<student> followed, at
+    most :data:`MAX_TIMESTAMP_BYTES` (a bigger file is not read at all)."""
     from transformer_course.grading import intake
 
-    note = ""
-    stamp = folder / TIMESTAMP if folder is not None else None
-    kind = intake.describe(stamp) if stamp is not None else "missing"
-    if stamp is not None and kind != "missing" and kind != "a regular file":  # a link is not followed
-        note = f"{TIMESTAMP} is {kind}: not read"
-    elif stamp is not None and kind == "a regular file":
-        try:
-            # read like the notebook: nothing below SUBMITTED/<student> followed, at most 4 KiB
-            data = intake.read(folder.parent.parent, Path(folder.parent.name, folder.name, TIMESTAMP), 4096)
-            text = data.decode(errors="replace").strip()
-            if not text:
-                raise ValueError("empty")
-            try:  # ISO 8601 ("2026-12-02 10:30:00+01:00"); else nbgrader's own "%Y-%m-%d %H:%M:%S.%f %Z"
-                when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                when = parse_utc(text)
-            if when.tzinfo is None:  # nbgrader's convention: a time without a zone is UTC
-                when = when.replace(tzinfo=dt.UTC)
-            return when.astimezone(dt.UTC), ""
-        except Exception as exc:  # noqa: BLE001 (whatever is in the file, the run goes on)
-            note = f"{TIMESTAMP} could not be read ({type(exc).__name__}: {str(exc)[:80]})"
-    else:
-        note = f"no {TIMESTAMP}"
+    stamp = folder / TIMESTAMP
+    kind = intake.describe(stamp)
+    if kind == "missing":
+        return None, ""
+    if kind != "a regular file":  # a link is not followed
+        return None, f"{TIMESTAMP} is {kind}: not read"
+    try:
+        data = intake.read(folder.parent.parent, Path(folder.parent.name, folder.name, TIMESTAMP),
+                           MAX_TIMESTAMP_BYTES)
+    except intake.Refused as exc:
+        if "over the" in str(exc):
+            return None, f"{TIMESTAMP} is over {MAX_TIMESTAMP_BYTES // 1024} KiB (a timestamp is one line): not read"
+        return None, f"{TIMESTAMP} could not be read ({str(exc)[:80]})"
+    except OSError as exc:
+        return None, f"{TIMESTAMP} could not be read ({type(exc).__name__})"
+    text = _text(data).strip()
+    if not text:
+        return None, f"{TIMESTAMP} is empty"
+    try:
+        when = parse_timestamp(text)
+    except ValueError as exc:
+        return None, f"{TIMESTAMP} holds {_quoted(text)}, not a time ({exc})"
+    try:
+        return when.astimezone(dt.UTC), ""
+    except (OverflowError, ValueError):  # year 1 west of UTC has no instant in UTC
+        return None, f"{TIMESTAMP} holds {_quoted(text)}, out of the calendar's range in UTC"
+
+
+def _file_time(notebook: Path) -> tuple[dt.datetime | None, str]:
+    """The notebook file's modification time (UTC, the link itself never followed), or None and why."""
+    try:
+        return dt.datetime.fromtimestamp(notebook.lstat().st_mtime, dt.UTC), ""
+    except (OverflowError, ValueError, OSError) as exc:  # a time past year 9999, or a file gone since
+        return None, f"{FILE_TIME} cannot be read as a date ({type(exc).__name__})"
+
+
+def submitted_at(folder: Path | None, notebook: Path | None, window: Window | None = None) -> HandIn:
+    """When a submission was handed in (UTC), how that was found where not from nbgrader's
+    ``timestamp.txt``, and the flag where something found was not taken (see the module docstring:
+    the order of the sources; ``window``: the plausible instants, None: any). Never raises, whatever
+    ``timestamp.txt`` holds: what cannot be read is flagged and the file's time is used."""
+    from transformer_course.grading import intake
+
+    try:
+        when, flag = _stamp(folder) if folder is not None else (None, "")
+        if when is not None and window is not None and (why := window.implausible(when)):
+            flag = f"{TIMESTAMP} says {show(when, window.zone)}, {why}"
+            when = None
+        if when is not None:
+            return HandIn(when, "")
+    except Exception as exc:  # noqa: BLE001 (whatever is in the file, the run goes on)
+        flag = f"{TIMESTAMP} could not be read ({type(exc).__name__})"
+    note = flag or f"no {TIMESTAMP}"
     if notebook is None or intake.describe(notebook) != "a regular file":
-        return None, f"{note}, and no notebook: no time known"
-    when = dt.datetime.fromtimestamp(notebook.lstat().st_mtime, dt.UTC)
-    return when, f"{note}: the notebook file's modification time was used"
+        return HandIn(None, f"{note}, and no notebook: no time known", flag)
+    when, problem = _file_time(notebook)
+    if when is not None and window is not None and (why := window.implausible(when)):
+        problem = f"{FILE_TIME} ({show(when, window.zone)}) is {why} too"
+    if problem:  # no evidence of when: a penalty needs some, so none is taken; the instructor decides
+        return HandIn(None, f"{note}; {problem}: no plausible time, not marked late (check it by hand)",
+                      flag or problem)
+    return HandIn(when, f"{flag}; {FILE_TIME} was used instead" if flag else f"{note}: {FILE_TIME} was used", flag)
 
 
 def late_text(late_by: dt.timedelta) -> str:
@@ -273,16 +489,23 @@ def late_text(late_by: dt.timedelta) -> str:
     return " ".join(parts) or "0 min"
 
 
-def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | None]], deadlines: Deadlines) -> None:
+def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | None]], deadlines: Deadlines,
+          now: dt.datetime | None = None) -> None:
     """Set ``submitted_at``, ``late_by`` (hours), ``late_penalty`` and ``late_note`` on each graded
     result (:class:`~.grade.SubmissionResult`) whose assignment has a due date. ``where``: each
-    (student, assignment)'s submission folder and notebook."""
+    (student, assignment)'s submission folder and notebook; ``now``: the run's clock (a hand-in time
+    after it is implausible; None: the current time). A flagged time (see :func:`submitted_at`) goes
+    into the result's ``reason`` too, the column grades.csv gives. Never raises for a hand-in time."""
+    now = now or dt.datetime.now(dt.UTC)
     for result in results:
         due = deadlines.due(result.assignment)
         if due is None or result.status in ("missing", "refused", "wrong-notebook", "not-a-notebook", "grader-error"):
             continue
         folder, notebook = where.get((result.student_id, result.assignment), (None, None))
-        when, result.late_note = submitted_at(folder, notebook)
+        window = Window(*deadlines.release(result.assignment), now + SKEW, deadlines.zone(result.assignment))
+        when, result.late_note, flag = submitted_at(folder, notebook, window)
+        if flag and (said := f"hand-in time: {result.late_note}") not in result.reason:
+            result.reason = f"{result.reason.strip()}; {said}" if result.reason.strip() else said
         if when is None:
             continue
         # stored in the due date's own time zone (the same instants): every screen shows that zone
