@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +69,17 @@ def _line(text: str) -> str:
 def _lines(source: str) -> set[str]:
     """The normalised lines of a cell worth comparing (not blank, not a lone bracket)."""
     return {n for n in map(_line, source.splitlines()) if len(n) >= 6}
+
+
+_TEXT_LINE = re.compile(r"[^\r\n]{6,}")  # a shorter line is never one worth comparing
+
+
+def _each_line(source: str) -> Iterator[str]:
+    """:func:`_lines` one at a time, for a student's cell: a cell of millions of lines is never held whole
+    as a list, a set or a copy (split at line feeds and carriage returns)."""
+    for match in _TEXT_LINE.finditer(source):
+        if len(line := _line(match.group())) >= 6:
+            yield line
 
 
 def _released_lines(source: str, solution: bool) -> set[str]:
@@ -166,10 +179,11 @@ class Releases:
         found: set[str] = set()
         known = set().union(*self.marks.values())  # the only lines worth keeping to recognise it by
         for cell in cells:
-            mine = _lines(_source(cell))
-            if len(lines) < MAX_LINES:  # enough to count work by; a notebook of endless lines is not kept
-                lines |= mine
-            found |= {f"line:{n}" for n in mine if f"line:{n}" in known}
+            for line in _each_line(_source(cell)):
+                if len(lines) < MAX_LINES:  # enough to count work by; a notebook of endless lines is not kept
+                    lines.add(line)
+                if (mark := f"line:{line}") in known:
+                    found.add(mark)
             if gid := _grade_id(cell):
                 found.add(f"id:{gid}")
         shares = {name: len(marks & found) / len(marks) for name, marks in self.marks.items() if marks}
