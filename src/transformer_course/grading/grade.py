@@ -419,7 +419,8 @@ def read_submission(path: Path, max_cells: int | None = None) -> tuple[nbformat.
     cells = _cell_count(raw)
     if max_cells is not None and cells > max_cells:
         return None, (f"invalid: {name} has {cells:,} cells, over the {max_cells:,} a notebook of this assignment "
-                      "may have (ten times its release's, at least 500); nothing was run")
+                      f"may have ({intake.CELLS_PER_RELEASED_CELL} times its release's cells, at least "
+                      f"{intake.MIN_CELL_CAP}); nothing was run")
     if raw.get("nbformat") == 4 and isinstance(raw.get("nbformat_minor"), int) and raw["nbformat_minor"] < 5 \
             and isinstance(raw.get("cells"), list) and any(isinstance(c, dict) and "id" in c for c in raw["cells"]):
         # cell ids in a notebook that says 4.4 or older (some editors write them): read as the 4.5 it is,
@@ -431,8 +432,8 @@ def read_submission(path: Path, max_cells: int | None = None) -> tuple[nbformat.
         with warnings.catch_warnings():  # ids repaired (missing, duplicate): said by nbformat, not a fault
             warnings.simplefilter("ignore")
             nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
-        if "ValidationError" not in invalid:
-            json.dumps(nb, ensure_ascii=False).encode()  # what nbformat.write does: a lone surrogate fails
+        if "ValidationError" not in invalid and _SURROGATE.search(text):  # as nbformat.write will, which fails
+            json.dumps(nb, ensure_ascii=False).encode()  # on a lone surrogate (a pair is one character)
     except UnicodeError:
         return None, f"invalid: {name} holds text that is not Unicode (a lone UTF-16 surrogate, \\ud800-\\udfff)"
     except Exception as exc:  # noqa: BLE001 (not a notebook at all: no version, an unknown one, a shape nbformat
@@ -441,6 +442,9 @@ def read_submission(path: Path, max_cells: int | None = None) -> tuple[nbformat.
     if "ValidationError" in invalid:
         return None, f"invalid: {name} is not a valid notebook ({schema_rule(invalid['ValidationError'])})"
     return nb, note
+
+
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # the escape of a UTF-16 surrogate, in JSON
 
 
 def _cell_count(raw: dict) -> int:

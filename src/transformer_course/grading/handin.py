@@ -48,9 +48,10 @@ from transformer_course.layout import BLOCKS_MODULE, Assignment
 
 # The statuses of a pair with nothing graded (no kernel ran): zero points, no submission in the gradebook.
 NOT_GRADED = ("missing", "refused", "wrong-notebook", "not-a-notebook")
-# A notebook is this assignment's where at least this share of the assignment's own marks is in it
-# (and no other assignment's share is larger). A copy of the release has them all; a notebook written
-# from scratch has next to none.
+# A notebook holds an assignment's released cells where at least this share of the assignment's own
+# marks is in it: it is the expected assignment's where that one's are there, whatever else is, else the
+# assignment of the largest share. A copy of the release has them all; a notebook written from scratch
+# has next to none.
 MATCH = 0.3
 # Distinct lines of a notebook kept to count its work by (a notebook of the course has a few hundred):
 # a notebook of millions of lines is read in bounded memory.
@@ -147,6 +148,7 @@ class Releases:
         # A mark two assignments share (an import, a shared instruction) tells neither apart.
         self.marks = {name: {m for m in marks if not any(m in o for n, o in own.items() if n != name)}
                       for name, marks in own.items()}
+
     def to_json(self) -> str:
         """The marks and released lines, as JSON: what a grader that holds one assignment's source alone
         (the Gradescope autograder) needs to recognise the others. Released text only, no answer."""
@@ -240,7 +242,8 @@ def find_submission(folder: Path, assignment: Assignment, max_mb: float | None =
     by the module's rules. ``known``: the course's releases, to recognise notebooks by their cells
     (default: this assignment's alone, so another assignment's notebook is not recognised as such).
     Nothing is followed (:mod:`.intake`): a folder or notebook that is a symbolic link or a special
-    file, or a notebook over ``max_mb`` MiB, is never read, and the note names it."""
+    file, a notebook with a second name (a hard link), or a notebook over ``max_mb`` MiB, is never read,
+    and the note names it. Never raises for what a notebook holds (:func:`.intake.notebook_json`)."""
     expected = f"{assignment.notebook}.ipynb"
     submitted, relative = folder.parent.parent, Path(folder.parent.name, folder.name)
     kind = intake.describe(folder)

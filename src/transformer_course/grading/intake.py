@@ -6,8 +6,13 @@ export, and all of these can carry symbolic links: a notebook that is a link to 
 read and graded as the student's own. Every path below ``SUBMITTED/<student>`` is opened one component
 at a time, relative to the folder opened before it, with ``O_NOFOLLOW`` (a link is refused, never
 resolved, also if it is swapped in while the grader reads), and the file must be a regular file
-(a fifo would block the read, a device could be endless) no larger than the size cap, checked on the
-open file before a byte is read.
+(a fifo would block the read, a device could be endless) with one name (a hard link to the solution or
+to a classmate's notebook is that file under a second name: refused like a symbolic link) and no larger
+than the size cap, all checked on the open file before a byte is read.
+
+:func:`notebook_json` parses a notebook's text for the grader's readers and never raises: a document
+nested deeper than :data:`MAX_DEPTH` is turned away before it is parsed (Python's JSON parser and
+nbformat recurse once per level: 2 KB of brackets a thousand deep end in ``RecursionError``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_MAX_MB = 50.0  # a notebook of this course with every output is under 5 MiB
-# Levels of nesting a notebook's JSON may have. The course's notebooks have 9 and a notebook with
-# widget state about 15; nbformat's reader and validator still work at 300 (and fail at 500).
+# Levels of nesting a notebook's JSON may have. The course's notebooks have 9; nbformat's reader and
+# validator still work at 300 levels (and fail at 500).
 MAX_DEPTH = 64
 # Cells a notebook may hold: this many times its release's (a student adds a few scratch cells; 30,000
 # cells held a worker four minutes and 60,000 took the grade process to 950 MB), and never fewer than
