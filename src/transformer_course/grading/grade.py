@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import re
 import shutil
 import sys
@@ -252,11 +253,12 @@ class Grader:
         """Autograde one notebook and write its feedback HTML."""
         self.calibrate(assignment)
         self._reset()  # nothing of the previous notebook (its autograded copy, its grades) remains
-        nb, why = read_submission(submitted)
-        if nb is None:
+        release = nbformat.read(self.released(assignment), as_version=4)
+        nb, why = read_submission(submitted, intake.cell_cap(len(release.cells)))
+        if nb is None:  # decided here, before nbgrader or a kernel sees it
             return self._failed(student_id, assignment, "invalid", note + why, feedback_dir)
         note += why
-        note += intact.tamper_note(intact.restore_metadata(nb, nbformat.read(self.released(assignment), as_version=4)))
+        note += intact.tamper_note(intact.restore_metadata(nb, release))
         target = self.work / "submitted" / WORK_STUDENT / assignment.name
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{assignment.notebook}.ipynb")
@@ -390,19 +392,85 @@ def fallback_html(result: SubmissionResult) -> str:
     )
 
 
-def read_submission(path: Path) -> tuple[nbformat.NotebookNode | None, str]:
-    """The notebook at ``path`` and a note; ``None`` and the reason when it cannot be read.
+def read_submission(path: Path, max_cells: int | None = None) -> tuple[nbformat.NotebookNode | None, str]:
+    """The notebook at ``path`` and a note; ``None`` and the reason ("invalid: ...") when it cannot be
+    graded. Never raises for what the file holds, nor where it cannot be read.
 
-    Notebooks are UTF-8 JSON; one saved in another encoding (latin-1, Windows-1252) by an
-    editor is read all the same, with a note saying so.
+    Notebooks are UTF-8 JSON; one saved in another encoding (latin-1, Windows-1252) by an editor is
+    read all the same, with a note saying so. Invalid, each before nbgrader or a kernel sees it:
+    JSON nested deeper than :data:`.intake.MAX_DEPTH` (checked before it is parsed), not JSON, more
+    than ``max_cells`` cells (None: no cap; see :func:`.intake.cell_cap`), anything that breaks
+    nbformat's schema (a cell id is 1-64 characters of letters, digits, ``-`` and ``_``; nbgrader
+    validates cells against it and fails on them later), and text no file can hold (a lone UTF-16
+    surrogate). As nbformat reads them, a notebook of nbformat 4.0-4.4 (no cell ids) is read as it is,
+    one of 4.5 without ids gets new ones, and duplicate ids are made unique; nbformat 3 is converted.
+    One that says 4.0-4.4 but has cell ids is read as 4.5.
     """
-    text, encoding = intake.decoded(path.read_bytes())
-    note = f"{path.name} is not UTF-8 (read as Windows-1252/latin-1; save notebooks as UTF-8). " if encoding else ""
+    name = path.name
     try:
-        return nbformat.reads(text, as_version=4), note
-    except Exception as exc:  # invalid JSON or not a notebook at all
-        detail = "not valid JSON: cut off or damaged?" if "JSON" in str(exc) else one_line(str(exc), 160)
-        return None, f"invalid: {path.name} is not a readable notebook ({detail})"
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, f"invalid: {name} could not be read ({exc.strerror or type(exc).__name__})"
+    text, encoding = intake.decoded(data)
+    del data
+    note = f"{name} is not UTF-8 (read as Windows-1252/latin-1; save notebooks as UTF-8). " if encoding else ""
+    raw, why = intake.notebook_json(text)
+    if raw is None:
+        return None, f"invalid: {name} is not a readable notebook ({why})"
+    cells = _cell_count(raw)
+    if max_cells is not None and cells > max_cells:
+        return None, (f"invalid: {name} has {cells:,} cells, over the {max_cells:,} a notebook of this assignment "
+                      f"may have ({intake.CELLS_PER_RELEASED_CELL} times its release's cells, at least "
+                      f"{intake.MIN_CELL_CAP}); nothing was run")
+    if raw.get("nbformat") == 4 and isinstance(raw.get("nbformat_minor"), int) and raw["nbformat_minor"] < 5 \
+            and isinstance(raw.get("cells"), list) and any(isinstance(c, dict) and "id" in c for c in raw["cells"]):
+        # cell ids in a notebook that says 4.4 or older (some editors write them): read as the 4.5 it is,
+        # whose schema holds the ids to its rules (4.4's has no ids and would call every cell invalid)
+        text = json.dumps({**raw, "nbformat_minor": 5})
+    del raw  # parsed again by nbformat, which makes its own nodes
+    invalid: dict = {}
+    try:
+        with warnings.catch_warnings():  # ids repaired (missing, duplicate): said by nbformat, not a fault
+            warnings.simplefilter("ignore")
+            nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
+        if "ValidationError" not in invalid and _SURROGATE.search(text):  # as nbformat.write will, which fails
+            json.dumps(nb, ensure_ascii=False).encode()  # on a lone surrogate (a pair is one character)
+    except UnicodeError:
+        return None, f"invalid: {name} holds text that is not Unicode (a lone UTF-16 surrogate, \\ud800-\\udfff)"
+    except Exception as exc:  # noqa: BLE001 (not a notebook at all: no version, an unknown one, a shape nbformat
+        # cannot convert; RecursionError and MemoryError too)
+        return None, f"invalid: {name} is not a readable notebook ({one_line(str(exc), 160) or type(exc).__name__})"
+    if "ValidationError" in invalid:
+        return None, f"invalid: {name} is not a valid notebook ({schema_rule(invalid['ValidationError'])})"
+    return nb, note
+
+
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # the escape of a UTF-16 surrogate, in JSON
+
+
+def _cell_count(raw: dict) -> int:
+    """The cells of a notebook's JSON, of nbformat 4 or of 3 (in worksheets), counted without nbformat."""
+    cells = raw.get("cells")
+    if isinstance(cells, list):
+        return len(cells)
+    sheets = raw.get("worksheets")
+    return sum(len(w["cells"]) for w in sheets if isinstance(w, dict) and isinstance(w.get("cells"), list)) \
+        if isinstance(sheets, list) else 0
+
+
+def schema_rule(error: Exception) -> str:
+    """Which rule of nbformat's schema ``error`` (a ``jsonschema.ValidationError``) says was broken, and
+    where, without the offending value (it may be megabytes): "cells[3].id: maxLength 64"."""
+    where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in getattr(error, "absolute_path", ()))
+    where = where.lstrip(".") or "the notebook"
+    rule, value = getattr(error, "validator", ""), getattr(error, "validator_value", "")
+    if rule in ("required", "additionalProperties"):  # the message names a key: short
+        said = one_line(getattr(error, "message", str(error)), 120)
+    else:
+        said = one_line(f"{rule} {value!r}", 120)
+    if where.endswith(".id") and where.startswith("cells"):
+        said += "; a cell id is 1-64 characters of letters, digits, - and _"
+    return f"{one_line(where, 80)}: {said}"
 
 
 def score_table(results: list[SubmissionResult]) -> str:

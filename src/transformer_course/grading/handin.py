@@ -12,6 +12,9 @@ stripped is recognised all the same. The rules (``docs/instructors.md``, "Status
 
 - one notebook of this assignment under any name is graded, with a note ("graded Untitled.ipynb
   (expected 01_self_attention.ipynb)");
+- a notebook that holds this assignment's released cells is this assignment's, whatever else was
+  pasted into it: graded, the note naming the other assignments whose cells it also holds ("graded
+  01_self_attention.ipynb, which also holds cells of 03_multi_head");
 - of several notebooks of this assignment, the one graded is, in this order: one with work in it
   (lines that are not the released notebook's) over an untouched copy of the release; the expected
   name; the most recently modified; the one with more lines of its own; the first by name. The
@@ -20,18 +23,22 @@ stripped is recognised all the same. The rules (``docs/instructors.md``, "Status
 - no notebook, but other files: ``not-a-notebook``, naming them (nbgrader's ``timestamp.txt`` and
   the files shipped with the assignment are not counted);
 - nothing at all, or no folder: ``missing``;
-- a notebook that is a link, a special file or over the cap: ``refused`` where nothing else can be
-  graded, else ignored (and named in the note), never read.
+- a notebook that is a link (symbolic, or a hard link: a second name of another file), a special
+  file or over the cap: ``refused`` where nothing else can be graded, else ignored (and named in the
+  note), never read.
 
 A notebook recognised as no assignment (unreadable, or written from scratch) is graded where it is
 the only candidate, or has the expected name, as before: the grader says ``invalid`` where it cannot
-be read.
+be read (:func:`.grade.read_submission`). Nothing here raises for what a notebook holds: JSON nested too
+deep to parse, not JSON, or JSON of any shape is "not a readable notebook".
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,10 +48,14 @@ from transformer_course.layout import BLOCKS_MODULE, Assignment
 
 # The statuses of a pair with nothing graded (no kernel ran): zero points, no submission in the gradebook.
 NOT_GRADED = ("missing", "refused", "wrong-notebook", "not-a-notebook")
-# A notebook is this assignment's where at least this share of the assignment's own marks is in it
-# (and no other assignment's share is larger). A copy of the release has them all; a notebook written
-# from scratch has next to none.
+# A notebook holds an assignment's released cells where at least this share of the assignment's own
+# marks is in it: it is the expected assignment's where that one's are there, whatever else is, else the
+# assignment of the largest share. A copy of the release has them all; a notebook written from scratch
+# has next to none.
 MATCH = 0.3
+# Distinct lines of a notebook kept to count its work by (a notebook of the course has a few hundred):
+# a notebook of millions of lines is read in bounded memory.
+MAX_LINES = 100_000
 IGNORED_FILES = ("timestamp.txt",)  # nbgrader collect's
 ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".7z", ".rar")
 # What nbgrader's release puts in an answer cell: not a student's work.
@@ -59,6 +70,17 @@ def _line(text: str) -> str:
 def _lines(source: str) -> set[str]:
     """The normalised lines of a cell worth comparing (not blank, not a lone bracket)."""
     return {n for n in map(_line, source.splitlines()) if len(n) >= 6}
+
+
+_TEXT_LINE = re.compile(r"[^\r\n]{6,}")  # a shorter line is never one worth comparing
+
+
+def _each_line(source: str) -> Iterator[str]:
+    """:func:`_lines` one at a time, for a student's cell: a cell of millions of lines is never held whole
+    as a list, a set or a copy (split at line feeds and carriage returns)."""
+    for match in _TEXT_LINE.finditer(source):
+        if len(line := _line(match.group())) >= 6:
+            yield line
 
 
 def _released_lines(source: str, solution: bool) -> set[str]:
@@ -95,11 +117,13 @@ def _grade_id(cell: dict) -> str | None:
 @dataclass(frozen=True)
 class Recognised:
     """What a notebook was recognised as: ``assignment`` (None: none of the course's), the share of
-    that assignment's marks found in it, and how many of its lines are not the release's (its work)."""
+    that assignment's marks found in it, how many of its lines are not the release's (its work), and
+    the other assignments whose released cells it holds too (``also``, by name)."""
 
     assignment: str | None
     share: float
     worked: int
+    also: tuple[str, ...] = ()
 
 
 class Releases:
@@ -147,32 +171,39 @@ class Releases:
         return releases
 
     def recognise(self, nb: dict, expected: str | None = None) -> Recognised:
-        """The assignment whose release ``nb`` (a parsed notebook's JSON) is a copy of, by its cells.
-        ``expected``: the assignment its work is counted against when it is none of the course's."""
+        """The assignment whose release ``nb`` (a parsed notebook's JSON) is a copy of, by its cells:
+        ``expected`` wherever its released cells are there (whatever else was added: the others found
+        are in ``also``), else the assignment most of whose marks are there. ``expected``: also the
+        assignment its work is counted against when it is none of the course's. Never raises for what
+        ``nb`` holds (anything that is not a cell, or text where text is expected, is skipped)."""
         cells = [c for c in nb.get("cells", []) if isinstance(c, dict)] if isinstance(nb.get("cells"), list) else []
         lines: set[str] = set()
         found: set[str] = set()
+        known = set().union(*self.marks.values())  # the only lines worth keeping to recognise it by
         for cell in cells:
-            mine = _lines(_source(cell))
-            lines |= mine
-            found |= {f"line:{n}" for n in mine}
+            for line in _each_line(_source(cell)):
+                if len(lines) < MAX_LINES:  # enough to count work by; a notebook of endless lines is not kept
+                    lines.add(line)
+                if (mark := f"line:{line}") in known:
+                    found.add(mark)
             if gid := _grade_id(cell):
                 found.add(f"id:{gid}")
         shares = {name: len(marks & found) / len(marks) for name, marks in self.marks.items() if marks}
-        best = max(shares, key=lambda n: (shares[n], n == expected), default=None)
-        if best is None or shares[best] < MATCH:
+        there = {name for name, share in shares.items() if share >= MATCH}
+        if not there:
+            best = max(shares, key=shares.__getitem__, default=None)
             worked = len(lines - self.released.get(expected, set())) if expected else len(lines)
-            return Recognised(None, shares.get(best, 0.0) if best else 0.0, worked)
-        return Recognised(best, shares[best], len(lines - self.released[best]))
+            return Recognised(None, shares[best] if best else 0.0, worked)
+        # the expected assignment's cells are there: it is graded, whatever else was pasted in beside them
+        best = expected if expected in there else max(there, key=lambda n: (shares[n], n))
+        return Recognised(best, shares[best], len(lines - self.released[best]), tuple(sorted(there - {best})))
 
 
 def _parse(data: bytes) -> dict | None:
-    """The notebook's JSON (read as the grader reads it: UTF-8, else Windows-1252/latin-1), or None."""
-    try:
-        nb = json.loads(intake.decoded(data)[0])
-    except ValueError:
-        return None
-    return nb if isinstance(nb, dict) else None
+    """The notebook's JSON (read as the grader reads it: UTF-8, else Windows-1252/latin-1), or None
+    where it is not a JSON object or is nested too deep to parse safely (:func:`.intake.notebook_json`:
+    never raises; the grader says why when it reads the notebook)."""
+    return intake.notebook_json(intake.decoded(data)[0])[0]
 
 
 @dataclass
@@ -211,7 +242,8 @@ def find_submission(folder: Path, assignment: Assignment, max_mb: float | None =
     by the module's rules. ``known``: the course's releases, to recognise notebooks by their cells
     (default: this assignment's alone, so another assignment's notebook is not recognised as such).
     Nothing is followed (:mod:`.intake`): a folder or notebook that is a symbolic link or a special
-    file, or a notebook over ``max_mb`` MiB, is never read, and the note names it."""
+    file, a notebook with a second name (a hard link), or a notebook over ``max_mb`` MiB, is never read,
+    and the note names it. Never raises for what a notebook holds (:func:`.intake.notebook_json`)."""
     expected = f"{assignment.notebook}.ipynb"
     submitted, relative = folder.parent.parent, Path(folder.parent.name, folder.name)
     kind = intake.describe(folder)
@@ -271,10 +303,13 @@ def find_submission(folder: Path, assignment: Assignment, max_mb: float | None =
 
     chosen = max(pool, key=rank)
     ignored = [c for c in candidates if c is not chosen]
+    also = chosen.seen.also if chosen.seen else ()
     note = f"graded {chosen.name}" + (f" (expected {expected})" if chosen.name != expected else "")
+    if also:  # graded all the same: its own cells are there; the others' are named
+        note += f", which also holds cells of {', '.join(also)}"
     if ignored:
         note += "; ignored " + ", ".join(_why_ignored(c, assignment) for c in ignored)
-    note = "" if chosen.name == expected and not ignored else note + ". "
+    note = "" if chosen.name == expected and not ignored and not also else note + ". "
     return Handed(folder / chosen.name, chosen.data, note, unusual=bool(note), ignored=[c.name for c in ignored])
 
 
