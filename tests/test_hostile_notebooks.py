@@ -105,6 +105,27 @@ def test_a_cell_id_against_nbformats_rule_is_invalid(tmp_path, solution, cell_id
     assert "a cell id is 1-64 characters" in why and len(why) < 400, "the reason names the rule, not the value"
 
 
+def test_keys_an_editor_added_to_a_cell_or_an_output_are_dropped_and_the_notebook_read(tmp_path, solution):
+    """A key nbformat's schema does not know, on a cell or an output (an editor's own): the notebook was graded
+    before its schema was checked, and is still: the key is dropped, the note says which; a cell of an unknown
+    kind is still invalid."""
+    nb = copy.deepcopy(solution)
+    nb["cells"][1]["editor_state"] = {"folded": True}
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "hi", "transient_id": 3}]
+    (tmp_path / NB).write_text(json.dumps(nb))
+    read, why = read_submission(tmp_path / NB, 500)
+    assert read is not None, why
+    nbformat.validate(read)
+    assert "cells[1].editor_state" in why and "outputs[0].transient_id" in why, why
+    assert [c.source for c in read.cells] == [c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+                                               for c in nb["cells"]]
+    nb["cells"][2]["cell_type"] = "sketch"
+    (tmp_path / NB).write_text(json.dumps(nb))
+    read, why = read_submission(tmp_path / NB, 500)
+    assert read is None and why.startswith(f"invalid: {NB} is not a valid notebook"), why
+
+
 def test_old_notebooks_without_ids_and_duplicate_ids_are_still_read(tmp_path, solution):
     """nbformat 4.4 (old Jupyter: no ids), 4.5 without ids, ids under a 4.4 header, duplicate ids: read as
     nbformat reads them (ids added or made unique), valid for nbgrader."""

@@ -17,6 +17,7 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook
@@ -440,9 +441,57 @@ def read_submission(path: Path, max_cells: int | None = None) -> tuple[nbformat.
     except Exception as exc:  # noqa: BLE001 (not a notebook at all: no version, an unknown one, a shape nbformat
         # cannot convert; RecursionError and MemoryError too)
         return None, f"invalid: {name} is not a readable notebook ({one_line(str(exc), 160) or type(exc).__name__})"
+    if "ValidationError" in invalid and (dropped := _drop_unknown_keys(nb)):
+        # keys an editor added to a cell or an output, which no reader uses: dropped, and said
+        note += f"{name} had keys nbformat does not know, dropped ({', '.join(dropped[:5])}). "
+        invalid = {}
+        try:
+            nbformat.validate(nb)
+        except Exception as exc:  # noqa: BLE001 (jsonschema's ValidationError, or worse)
+            invalid["ValidationError"] = exc
     if "ValidationError" in invalid:
         return None, f"invalid: {name} is not a valid notebook ({schema_rule(invalid['ValidationError'])})"
     return nb, note
+
+
+def _drop_unknown_keys(nb: dict, rounds: int = 20) -> list[str]:
+    """Remove, in place, the keys nbformat's schema does not allow where it allows no others (a cell's or an
+    output's own keys; metadata is free); the keys removed ("cells[2].extra"), none when the notebook breaks
+    another rule."""
+    from nbformat.validator import get_validator
+
+    validator = get_validator(nb.get("nbformat", 4), nb.get("nbformat_minor", 5), name="jsonschema")
+    dropped: list[str] = []
+    for _ in range(rounds):
+        errors = list(validator.iter_errors(nb)) if validator is not None else []
+        if not errors:
+            return dropped
+        unknown = [_unknown_keys(e) for e in errors]
+        if any(u is None for u in unknown):
+            return []  # another rule is broken: the notebook is invalid whatever is dropped
+        for error in (leaf for found in unknown for leaf in found or []):
+            allowed = set(error.schema.get("properties", {}))
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+            for key in [k for k in error.instance if k not in allowed]:
+                del error.instance[key]
+                dropped.append(one_line(f"{where}.{key}", 60))
+    return []
+
+
+def _unknown_keys(error: Any) -> list | None:
+    """The ``additionalProperties`` errors that are all of ``error`` (a jsonschema ``ValidationError``), or
+    None where another rule is broken. A cell or an output is one of several kinds (``oneOf``): the kind it
+    says it is, the one alternative broken by unknown keys alone, is the one that counts."""
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        return [error]
+    if error.validator not in ("oneOf", "anyOf") or not error.context:
+        return None
+    by_kind: dict[Any, list] = {}
+    for inner in error.context:
+        by_kind.setdefault(inner.relative_schema_path[0], []).append(inner)
+    found = [[_unknown_keys(e) for e in group] for group in by_kind.values()]
+    fits = [kind for kind in found if all(f is not None for f in kind)]
+    return [leaf for leaves in fits[0] for leaf in leaves] if len(fits) == 1 else None
 
 
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # the escape of a UTF-16 surrogate, in JSON
