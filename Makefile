@@ -39,6 +39,7 @@ test: install
 	$(BIN)/python -m pytest -q
 
 # BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min),
+# --hostile-only (a hostile class with 1 and 2 workers, and every property test's long profile, ~15 min),
 # or --class-only --record FILE (a class of 30 graded by serial nbgrader and by ours, ~60 min).
 BENCH_FLAGS ?=
 bench: build
