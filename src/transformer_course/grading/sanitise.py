@@ -198,7 +198,7 @@ class PageOutputs(Preprocessor):
 
 
 def _whole_number(value) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or (
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
         isinstance(value, str) and NUMBER.fullmatch(value) is not None)
 
 
