@@ -12,6 +12,7 @@ skips with the reason otherwise. Screenshots go to build/screenshots/.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -197,55 +198,145 @@ def _offline(page) -> None:
     page.route(re.compile(r"^https?://"), lambda route: route.abort())  # file:// pages load untouched
 
 
-def test_formgrader_shows_the_graded_class(repo, browser, tmp_path):
-    """The README's way to see a graded class: JupyterLab started in OUT/nbgrader, Formgrader."""
+# A student's answer in words made to take over formgrader's page (nbgrader 0.9.6, formgrade.js and
+# formgrade_models.js): each score box is found as $("#" + grade_id).parents(".nbgrader_cell") (the first
+# element with that id wins), so an element of the student's with the *second* question's id, inside the
+# first question's cell, would bind the second question's score to the first question's box; a heading's
+# id is its text; Bootstrap's "modal-backdrop in" covers the page. The first question is the one answered.
+FIRST_QUESTION, SECOND_QUESTION = "question_stable_softmax", "question_toy_attention"
+TAKEOVER = (f'<div class="modal-backdrop in"></div>\n\n<span id="{SECOND_QUESTION}" class="nbgrader_cell">'
+            f'<span class="score tabbable">score</span></span>\n\n# {SECOND_QUESTION}\n\n'
+            f'<div class="navbar-fixed-top" style="position:fixed;top:0;left:0;width:100%;height:100%;'
+            f'z-index:99999;background:white">cover</div>\n\nMy answer: subtract the maximum.')
+
+
+@pytest.fixture(scope="module")
+def formgrader_class(repo, tmp_path_factory):
+    """ada and dev of the sample class and "mallory" (ada's notebook, with :data:`TAKEOVER` as her first
+    answer in words), graded by ``grade_class``: OUT."""
+    import nbformat
+
     from transformer_course.grading.batch import grade_class
 
     from .conftest import GRADING_TIMEOUT
 
-    submitted = tmp_path / "submitted"
+    root = tmp_path_factory.mktemp("formgrader")
+    submitted = root / "submitted"
     for student in ("ada", "dev"):
         shutil.copytree(repo.sample_class / student / A01, submitted / student / A01)
-    grade_class(submitted, tmp_path / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    shutil.copytree(repo.sample_class / "ada" / A01, submitted / "mallory" / A01)
+    path = submitted / "mallory" / A01 / f"{A01}.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    answers = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == FIRST_QUESTION]
+    assert len(answers) == 1, f"notebook 01 has no answer cell {FIRST_QUESTION}"
+    answers[0].source = TAKEOVER
+    nbformat.write(notebook, path)
+    grade_class(submitted, root / "out", repo, timeout=GRADING_TIMEOUT, progress=False, workers=1)
+    return root / "out"
+
+
+@pytest.fixture(scope="module")
+def formgrader(formgrader_class):
+    """JupyterLab started in OUT/nbgrader (the README's way to open formgrader), once: (base URL, token)."""
+    with _jupyter_lab(formgrader_class / "nbgrader") as (base, token):
+        yield base, token
+
+
+def test_formgrader_shows_the_graded_class(formgrader_class, formgrader, browser):
+    """The README's way to see a graded class: JupyterLab started in OUT/nbgrader, Formgrader."""
+    base, token = formgrader
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with _jupyter_lab(tmp_path / "out" / "nbgrader") as (base, token):
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(60_000)
-        page.goto(f"{base}/formgrader/manage_students?token={token}")
-        row = page.locator("tr", has_text="ada")
-        row.first.wait_for()
-        assert "11" in row.first.inner_text()
-        page.screenshot(path=str(SHOTS / "05-formgrader-students.png"))
-        page.goto(f"{base}/formgrader/gradebook/{A01}/{A01}?token={token}")
-        rows = page.locator("tbody tr", has_text="dev")
-        rows.first.wait_for()
-        text = page.locator("tbody").inner_text()
-        # formgrader's totals count the 4 points of the answers in words (its "written" column), which
-        # await grading by hand; the code column is the grader's
-        assert "8 / 15" in text and "11 / 15" in text and "8 / 11" in text and "0 / 4" in text, text
-        page.screenshot(path=str(SHOTS / "06-formgrader-submissions.png"))
-        page.goto(f"{base}/formgrader?token={token}")
-        page.locator("tr", has_text="02_scaled_dot_product").first.wait_for()
-        cells = [c.strip() for c in page.locator("tr", has_text=A01).first.locator("td").all_inner_texts()]
-        assert "2" in cells, cells  # two submissions
-        # every formgrader page docs/instructors.md names in bold ("**Manual Grading**") is in its menu
-        menu = {" ".join(t.split()) for t in page.locator(".nav-pills li a").all_inner_texts()}
-        quoted = {" ".join(name.split()) for name in re.findall(r"\*\*((?:Manage|Manual)\s[^*]+)\*\*",
-                                                                  (ROOT / "docs" / "instructors.md").read_text())}
-        assert quoted and quoted <= menu, f"the docs name {sorted(quoted - menu)}; formgrader's menu: {sorted(menu)}"
-        page.screenshot(path=str(SHOTS / "07-formgrader-assignments.png"))
-        page.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(60_000)
+    page.goto(f"{base}/formgrader/manage_students?token={token}")
+    row = page.locator("tr", has_text="ada")
+    row.first.wait_for()
+    assert "11" in row.first.inner_text()
+    page.screenshot(path=str(SHOTS / "05-formgrader-students.png"))
+    page.goto(f"{base}/formgrader/gradebook/{A01}/{A01}?token={token}")
+    rows = page.locator("tbody tr", has_text="dev")
+    rows.first.wait_for()
+    text = page.locator("tbody").inner_text()
+    # formgrader's totals count the 4 points of the answers in words (its "written" column), which
+    # await grading by hand; the code column is the grader's
+    assert "8 / 15" in text and "11 / 15" in text and "8 / 11" in text and "0 / 4" in text, text
+    page.screenshot(path=str(SHOTS / "06-formgrader-submissions.png"))
+    page.goto(f"{base}/formgrader?token={token}")
+    page.locator("tr", has_text="02_scaled_dot_product").first.wait_for()
+    cells = [c.strip() for c in page.locator("tr", has_text=A01).first.locator("td").all_inner_texts()]
+    assert "3" in cells, cells  # three submissions
+    # every formgrader page docs/instructors.md names in bold ("**Manual Grading**") is in its menu
+    menu = {" ".join(t.split()) for t in page.locator(".nav-pills li a").all_inner_texts()}
+    quoted = {" ".join(name.split()) for name in re.findall(r"\*\*((?:Manage|Manual)\s[^*]+)\*\*",
+                                                              (ROOT / "docs" / "instructors.md").read_text())}
+    assert quoted and quoted <= menu, f"the docs name {sorted(quoted - menu)}; formgrader's menu: {sorted(menu)}"
+    page.screenshot(path=str(SHOTS / "07-formgrader-assignments.png"))
+    page.close()
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     _offline(page)
-    page.goto((tmp_path / "out" / "feedback" / "dev" / A01 / f"{A01}.html").as_uri())
+    page.goto((formgrader_class / "feedback" / "dev" / A01 / f"{A01}.html").as_uri())
     page.wait_for_selector("mjx-container", state="attached", timeout=30_000)  # formulas typeset with no network
     page.screenshot(path=str(SHOTS / "08-feedback-math.png"))
     from transformer_course.instructors.report import build_report
 
-    page.goto(build_report(tmp_path / "out").as_uri())
+    page.goto(build_report(formgrader_class).as_uri())
     page.wait_for_selector("text=Named mistakes")
     sizes = page.eval_on_selector_all("img", "imgs => imgs.map(i => i.complete ? i.naturalWidth : 0)")
     assert len(sizes) == 2 and all(w > 300 for w in sizes), sizes  # both figures load and render
     assert "dev" in page.locator("table").first.inner_text()
     page.screenshot(path=str(SHOTS / "09-class-report.png"), full_page=True)
+    page.close()
+
+
+def _grades(base: str, token: str, submission: int) -> dict[str, float | None]:
+    """formgrader's own record of the submission's scores by hand (its API): grade id -> manual score."""
+    with urllib.request.urlopen(f"{base}/formgrader/api/grades?submission_id={submission}&token={token}",
+                                timeout=30) as reply:
+        return {grade["name"]: grade["manual_score"] for grade in json.load(reply)}
+
+
+def _wait_for_grades(base, token, submission, expected: dict, seconds: float = 10) -> dict:
+    for _ in range(int(seconds * 4)):
+        grades = _grades(base, token, submission)
+        if all(grades.get(name) == value for name, value in expected.items()):
+            break
+        time.sleep(0.25)
+    return grades
+
+
+def test_a_students_markup_cannot_move_a_typed_score_or_hide_the_form(formgrader_class, formgrader, browser):
+    """In the real formgrader, on mallory's notebook (:data:`TAKEOVER` in her first answer: an element with
+    the second question's id and formgrader's classes, a heading named like it, a full-page overlay by
+    class and by style): a score typed in the second question's box is saved to the second question, one
+    typed in the first to the first, and each box is the element under its own centre (nothing covers it)."""
+    from nbgrader.api import Gradebook
+
+    base, token = formgrader
+    with Gradebook(f"sqlite:///{formgrader_class / 'nbgrader' / 'gradebook.db'}") as gb:
+        submission = gb.find_submission_notebook(A01, A01, "mallory").id
+    assert _grades(base, token, submission)[SECOND_QUESTION] is None, "a score before any was typed"
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(15_000)
+    page.set_extra_http_headers({"Authorization": f"token {token}"})  # formgrader's API calls, as logged in
+    # formgrader loads MathJax from a CDN: refused, as on a machine with no network
+    page.route(re.compile(r"^https?://(?!127\.0\.0\.1[:/])"), lambda route: route.abort())
+    page.goto(f"{base}/formgrader/submissions/{submission}?token={token}")
+    page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded")
+    assert "subtract the maximum" in page.locator(".nbgrader_cell", has_text="My answer").first.inner_text()
+    for question, score in ((SECOND_QUESTION, "1.5"), (FIRST_QUESTION, "0.5")):
+        box = page.locator(f"input.score[id='{question}']")
+        assert box.count() == 1, f"formgrader's score box for {question}: {box.count()} found"
+        box.scroll_into_view_if_needed()
+        on_top = box.evaluate("el => { const r = el.getBoundingClientRect(); "
+                              "const top = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2); "
+                              "return top === el ? '' : (top ? top.outerHTML.slice(0, 200) : 'nothing'); }")
+        assert on_top == "", f"the score box of {question} is covered by {on_top}"
+        box.click()
+        box.fill(score)
+        box.blur()  # formgrader saves a score when its box loses focus ("change")
+        page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / "10-formgrader-takeover.png"))
+    grades = _wait_for_grades(base, token, submission, {SECOND_QUESTION: 1.5, FIRST_QUESTION: 0.5})
+    assert grades[SECOND_QUESTION] == 1.5 and grades[FIRST_QUESTION] == 0.5, \
+        f"typed 1.5 for {SECOND_QUESTION} and 0.5 for {FIRST_QUESTION}; formgrader saved {grades}"
     page.close()
