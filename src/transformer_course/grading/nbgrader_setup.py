@@ -60,10 +60,11 @@ SOLUTION_SECONDS: dict[str, dict[str, float]] = {}
 # each wait just under their own bound cost the notebook at most this many times --timeout together.
 # --notebook-timeout stays a cap on the clock.
 NOTEBOOK_WAIT_FACTOR = 10
-# A cell stopped by the clock that used less than this share of one core meanwhile was waiting, not computing (a
-# starved cell on a busy machine gets a fifth of a core or more): it is not run again, as a computing one is (it
-# would only wait RETRY_FACTOR times as long again).
-WAITING_SHARE = 0.05
+# A cell stopped by the clock that used less than this share of one core meanwhile was waiting, not computing: it
+# is not run again, as a computing one is (it would only wait RETRY_FACTOR times as long again). A computing cell
+# starved to a fifth of a core (ten busy processes on two cores) reaches its CPU limit as the clock stops it; one
+# that waits still costs its judge's and kernel's polling and its interrupt (measured: 0.36 s in 5.5 s, 6.5%).
+WAITING_SHARE = 0.1
 SECONDS_KEY = "course_seconds"  # cell metadata: the CPU seconds the grader's run of the cell took
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
 
@@ -320,6 +321,7 @@ class KeepGradesOnCrash(Execute):
         self._started: float | None = None  # the clock of the notebook's cells: from its first cell on
         self._cpu_at_start = 0.0
         self._stops: dict[int, tuple[str, float, float]] = {}  # cell index -> (why, s on the clock, CPU s)
+        self._out_of_time = False  # the notebook's clock ran out while a cell ran
         self._judging = None
         self._tested: dict[str, str] = {}  # the test cells sent to a judge so far, in order: grade_id -> source
         self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
@@ -383,10 +385,10 @@ class KeepGradesOnCrash(Execute):
                                             f"({self._notebook_limit_words()}) while this cell ran, and it was "
                                             "interrupted")
                     elif why == "clock":
-                        output["evalue"] = (f"{prefix}did not finish within {wall:.0f} s on the clock, in which it "
-                                            f"computed {spent:.1f} s: it waited (time.sleep, a blocked read) past "
-                                            f"its limit on the clock ({cputime.WALL_FACTOR} times its {limit:g} s "
-                                            "of CPU time) and was interrupted; a cell that waits is not run again")
+                        output["evalue"] = (f"{prefix}did not finish within {cputime.WALL_FACTOR * limit:g} s on the "
+                                            f"clock ({cputime.WALL_FACTOR} times its {limit:g} s of CPU time): it "
+                                            f"waited (time.sleep, a blocked read), computing {spent:.1f} s in "
+                                            f"{wall:.1f} s, and was interrupted; a cell that waits is not run again")
                     else:
                         output["evalue"] = (f"{prefix}did not finish within {limit:g} s of CPU time, nor within "
                                             f"{limit * RETRY_FACTOR:g} s when run again (or, waiting, "
@@ -452,7 +454,7 @@ class KeepGradesOnCrash(Execute):
             return cell, resources
         if self._started is None:
             self._started, self._cpu_at_start = time.monotonic(), self._cpu()
-        if self._notebook_over():
+        if self._out_of_time or self._notebook_over():
             self._dead_at, self._stopped = index, "the notebook reached its time limit on the clock in an earlier cell"
             cell.outputs = [_error(NOTEBOOK_TIME_LIMIT, "not run: the notebook reached its time limit on the clock "
                                    f"({self._notebook_limit_words()}) before this cell")]
@@ -477,6 +479,8 @@ class KeepGradesOnCrash(Execute):
             except DeadKernelError:
                 return self._died(cell, resources, index)
             except CellTimeoutError:  # no reply even after the interrupt (or its output was refused unread)
+                if self._stops.get(index, ("",))[0] == "notebook":  # (an interrupt that came before the cell ran)
+                    return self._out_of_clock(cell, resources, index)
                 if self._flooded():
                     return self._refuse_flood(cell, resources, index)
                 if not run_sync(self.km.is_alive)():  # it died: its dropped connection was seen before its end
@@ -488,11 +492,14 @@ class KeepGradesOnCrash(Execute):
             # it was stopped for waiting or by the notebook's clock.
             if not _timed_out(cell) or _provided(cell) or index in self._stops:
                 break
+        # The notebook's clock ran out in this cell: no later cell runs (what it spent answering the interrupt
+        # must not buy the next one a start).
+        self._out_of_time = self._stops.get(index, ("",))[0] == "notebook"
         if _timed_out(cell) and _provided(cell):
             for output in cell.outputs:
                 if output.get("ename") == "CellTimeoutError":
                     output["evalue"] = (
-                        "a provided cell (no points) was interrupted when the notebook reached its limit on the "
+                        "a provided cell (no points) was interrupted when the notebook reached its time limit on the "
                         f"clock ({self._notebook_limit_words()}); it costs no points"
                         if self._stops.get(index, ("",))[0] == "notebook" else
                         f"a provided cell (no points) ran past {self._get_timeout(cell)} s, the grader's limit for "
@@ -502,6 +509,16 @@ class KeepGradesOnCrash(Execute):
         self._timeouts = self._timeouts + 1 if _timed_out(cell) else 0
         if self._timeouts >= 2:
             return self._stop(cell, resources, index)
+        return cell, resources
+
+    def _out_of_clock(self, cell, resources, index):
+        """Stop the kernel of a cell that the notebook's clock ended and that did not answer the interrupt (it may
+        have come before the cell began): the cell says so, later cells do not run."""
+        with contextlib.suppress(Exception):
+            run_sync(self.km.shutdown_kernel)(now=True)
+        self._dead_at, self._stopped = index, "the notebook reached its time limit on the clock in an earlier cell"
+        cell.outputs.append(_error(NOTEBOOK_TIME_LIMIT, "stopped: the notebook reached its time limit on the clock "
+                                   f"({self._notebook_limit_words()}) while this cell ran"))
         return cell, resources
 
     def _judge(self, cell, resources, index, limit: float):
