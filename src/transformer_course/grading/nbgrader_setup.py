@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbconvert.exporters import NotebookExporter
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
@@ -67,6 +68,49 @@ NOTEBOOK_WAIT_FACTOR = 10
 WAITING_SHARE = 0.1
 SECONDS_KEY = "course_seconds"  # cell metadata: the CPU seconds the grader's run of the cell took
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
+
+
+FORMGRADER_REFUSAL = ("the formgrader's Autograde button is off for this course: it would run the student's code in "
+                      "this Jupyter server, outside the grader's sandbox; grade with `transformer-course grade "
+                      "SUBMITTED --out OUT`, which writes this gradebook")
+
+
+class FormgraderAutogradeRefused(RuntimeError):
+    """The formgrader's Autograde button was pressed (:class:`AutogradeExporter`)."""
+
+
+def _in_jupyter_server(configurable: object) -> bool:
+    """Whether ``configurable`` was made, through its parents, by a Jupyter server's extension (the formgrader's
+    request handlers make nbgrader's API with the formgrader extension as its parent)."""
+    seen = 0
+    while configurable is not None and seen < 50:
+        if type(configurable).__module__.startswith(("nbgrader.server_extensions", "jupyter_server")):
+            return True
+        configurable, seen = getattr(configurable, "parent", None), seen + 1
+    return False
+
+
+class AutogradeExporter(NotebookExporter):
+    """nbgrader's exporter of ``autograde``, which refuses to be made for the formgrader's Autograde button.
+
+    The button runs nbgrader's autograde in the instructor's Jupyter server: the student's code would run there,
+    as the instructor, outside the sandbox and without the judge's box. nbgrader makes its exporter after it
+    lists the notebooks and before it copies, writes or records anything, so the refusal leaves the gradebook,
+    ``autograded/`` and ``submitted/`` as they were. ``nbgrader autograde`` typed in a terminal and the course's
+    own grader are not refused.
+
+    Raises:
+        FormgraderAutogradeRefused: made under a Jupyter server (the formgrader); its message, also logged as the
+            one line the formgrader's error window shows, names ``transformer-course grade``.
+    """
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if _in_jupyter_server(self.parent):
+            log = getattr(self.parent, "log", None)
+            if log is not None:
+                log.error(FORMGRADER_REFUSAL)
+            raise FormgraderAutogradeRefused(FORMGRADER_REFUSAL)
 
 
 def guard_token(secret: bytes, grade_id: str, source: str, record: str = "") -> str:
@@ -713,6 +757,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
     at = sanitize.index(OverwriteCells)  # which then gives restored cells their hidden tests
     c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
+    c.Autograde.exporter_class = AutogradeExporter  # refuses the formgrader's button: transformer-course grade
     c.RestoreTestCells.release_dir = str(Path(course_root) / "release")
     c.UnguardNotebook.source_dir = c.CourseDirectory.source_directory
     c.UnguardNotebook.reference = str(repo.reference)
