@@ -323,3 +323,75 @@ def test_the_cpu_clock_counts_a_process_tree_and_not_its_waiting(tmp_path):
     finally:
         parent.kill()
         parent.wait()
+
+
+# A fork bomb, in a small Python of its own (forking the kernel, torch loaded, costs ~10 ms of CPU a fork): it
+# counts the forks its sandbox allowed, then ends its children (so that the notebook's later cells, whose torch
+# may start threads, still run); a child never returns to the bomb's loop.
+BOMB = """
+import os, signal, time
+children, refused = [], None
+try:
+    for _ in range(5000):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                time.sleep(600)
+            finally:
+                os._exit(0)
+        children.append(pid)
+except OSError as error:
+    refused = type(error).__name__
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+print(f"forked {len(children)}, then {refused}")
+"""
+FORK_BOMB = ("import subprocess, sys\n"
+             f"print(subprocess.run([sys.executable, '-c', {BOMB!r}], capture_output=True, text=True).stdout)")
+
+
+@pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
+def test_a_sleeping_notebook_costs_a_few_timeouts_and_a_fork_bomb_stays_in_its_sandbox(repo, tmp_path,
+                                                                                       monkeypatch):
+    """01's solution graded with --timeout 1, with a fork bomb in a cell of its own, SelfAttention's forward
+    asleep (its judged tests call it) and, at the end, cells that sleep between quick ones: the bomb is refused
+    a fork before the sandbox's process limit and every other exercise keeps its points; each of
+    SelfAttention's test cells is stopped once, at WALL_FACTOR times its limit on the clock (never run again:
+    it waited), and loses its points with a message that says so; the sleeping cells then meet the notebook's
+    time limit on the clock (NOTEBOOK_WAIT_FACTOR times --timeout, plus WALL_FACTOR s a CPU second), and the
+    cell after them is not run, said in the reason."""
+    from nbformat.v4 import new_code_cell
+
+    from transformer_course.grading import memcg, nbgrader_setup
+    from transformer_course.grading.cputime import WALL_FACTOR
+
+    timeout = 1
+    assignment = repo.assignment(A01)
+    monkeypatch.setitem(nbgrader_setup.SOLUTION_SECONDS, assignment.notebook, {})  # --timeout: no calibration
+    nb = nbformat.read(repo.solutions / f"{A01}.ipynb", as_version=4)
+    bomb = not memcg.process_status().startswith("no process limit")  # root without a pids cgroup: no bomb
+    if bomb:
+        attacks.add_after(nb, "softmax", FORK_BOMB)
+    attacks.add_after(nb, "SelfAttention", "import time\nSelfAttention.forward = lambda *a, **k: time.sleep(600)")
+    for _ in range(2):
+        nb.cells += [new_code_cell("import time\ntime.sleep(600)"), new_code_cell("awake = True")]
+    (tmp_path / "in").mkdir()
+    nbformat.write(nb, tmp_path / "in" / f"{A01}.ipynb")
+    grader = Grader(tmp_path / "work", repo, timeout, only=assignment.name)
+    result = grader.grade("sleeper", assignment, tmp_path / "in" / f"{A01}.ipynb")
+    graded = nbformat.read(grader.autograded(assignment), as_version=4)
+
+    scores = {e.exercise: e.score for e in result.exercises}
+    assert scores == {e: assignment.max_score(e) * (e != "SelfAttention") for e in assignment.exercises}, result
+    feedback = next(e.feedback for e in result.exercises if e.exercise == "SelfAttention")
+    assert f"did not finish within {WALL_FACTOR * timeout} s on the clock" in feedback, feedback
+    assert "not run again" in feedback
+    if bomb:
+        [printed] = [o["text"] for c in graded.cells if c.source == FORK_BOMB for o in c.outputs if "forked" in o.get(
+            "text", "")]
+        forked = int(printed.split()[1].rstrip(","))
+        assert 0 < forked < memcg.PROCESSES and printed.rstrip().endswith("BlockingIOError"), printed
+    errors = [o for c in graded.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert any(o["ename"] == nbgrader_setup.NOTEBOOK_TIME_LIMIT for o in errors), [o["evalue"] for o in errors]
+    assert result.status == "crashed" and "time limit on the clock" in result.reason, result.reason

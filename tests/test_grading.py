@@ -396,3 +396,57 @@ def test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_doe
                              if cell.removeprefix("test_").removesuffix("_hidden") == exercise)
                for exercise in expected}
         assert got == {k: float(v) for k, v in expected.items()}, (student, got)
+
+
+FORMGRADER_SUBMISSIONS = """
+import json
+import sys
+
+from nbgrader.apps import NbGraderAPI
+from nbgrader.apps.baseapp import NbGrader
+from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
+
+app = NbGrader()
+app.initialize([])  # reads ./nbgrader_config.py, as the formgrader does
+# As the formgrader's request handlers make nbgrader's API: the formgrader extension is its parent.
+api = NbGraderAPI(app.coursedir, parent=FormgradeExtension(parent=app))
+assignment, student = sys.argv[1:3]
+
+
+def page():
+    return {s["student"]: [s["autograded"], s["timestamp"]] for s in api.get_submissions(assignment)}
+
+
+before = page()
+pressed = api.autograde(assignment, student)  # the page's Autograde button
+print(json.dumps({"before": before, "after": page(), "success": pressed["success"], "log": pressed.get("log", "")}))
+"""
+
+
+def test_the_formgraders_submissions_page_shows_hand_ins_as_graded_and_its_autograde_button_refuses(graded):
+    """The formgrader's submissions page on OUT/nbgrader, read through nbgrader's API as its handlers make it
+    (the formgrader extension as its parent, the configuration `grade` wrote there): every handed-in 01 shows
+    as autograded, with its hand-in time (nbgrader's needs-autograding compares submitted/'s timestamp.txt with
+    the gradebook's); and its Autograde button refuses with one line naming `transformer-course grade`,
+    leaving the page as it was (nothing copied, recorded or removed)."""
+    import datetime as dt
+    import json
+    import subprocess
+    import sys
+
+    from quality.attacks import A01
+    from transformer_course.grading.nbgrader_setup import FORMGRADER_REFUSAL
+
+    results, out = graded
+    handed_in = {s: r for (s, a), r in results.items() if a == A01 and r.status in ("graded", "crashed")}
+    assert len(handed_in) > 3 and all(r.submitted_at for r in handed_in.values())
+    done = subprocess.run([sys.executable, "-c", FORMGRADER_SUBMISSIONS, A01, next(iter(handed_in))],
+                          cwd=out / "nbgrader", capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = json.loads(done.stdout.splitlines()[-1])
+    expected = {s: [True, dt.datetime.fromisoformat(r.submitted_at).astimezone(dt.UTC).replace(tzinfo=None).isoformat()]
+                for s, r in handed_in.items()}
+    assert {s: shown["before"][s] for s in handed_in} == expected
+    assert not shown["success"] and shown["log"].strip() == f"[ERROR] {FORMGRADER_REFUSAL}"
+    assert "transformer-course grade" in FORMGRADER_REFUSAL
+    assert shown["after"] == shown["before"]

@@ -308,6 +308,7 @@ def selected(repo: Repo, only: list[str] | None) -> list[str] | None:
 def setup_line(limits: dict) -> str:
     """One line that says how this run grades: the configuration, the sandbox, the limits."""
     from transformer_course.grading import forkserver, judge_box
+    from transformer_course.grading.nbgrader_setup import notebook_clock_words
 
     if sandbox.warning():
         where = "kernels WITHOUT a sandbox (see the warning above), the checks judged in the grading process"
@@ -319,7 +320,8 @@ def setup_line(limits: dict) -> str:
                     else "the checks judged in the grading process"))
     return (f"grading with: nbgrader's configuration from transformer_course.grading.nbgrader_setup (the same as "
             f"autograder/nbgrader_config.py); {where}; limits: {limits['timeout']} s of CPU time a cell (more where"
-            f" the solution needs it), {limits['notebook_timeout']} s a notebook, {limits['memory_mb']} MiB, "
+            f" the solution needs it), {notebook_clock_words(limits['timeout'], limits['notebook_timeout'])}, "
+            f"{limits['memory_mb']} MiB, "
             f"{limits['max_output_mb']:g} M characters of output{memory_line(limits)}")
 
 
@@ -332,7 +334,7 @@ def memory_line(limits: dict) -> str:
     if not sandbox.warning():
         where = (f"; {memcg.status()}" + (f" ({limits['memory_mb'] + forkserver.TEMPLATE_MB} MiB with the "
                  "template)" if limits["memory_mb"] and forkserver.enabled() and memcg.status().startswith("a ")
-                 else "") + f", {sandbox.TMPFS_BYTES >> 20} MiB of /tmp and of /dev/shm")
+                 else "") + f", {sandbox.TMPFS_BYTES >> 20} MiB of /tmp and of /dev/shm; {memcg.process_status()}")
     return f"{where}; a kernel's message at most {MAX_KERNEL_MESSAGE >> 20} MiB (larger: refused unread)"
 
 

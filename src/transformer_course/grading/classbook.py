@@ -79,6 +79,9 @@ class ClassBook:
         # The formgrader lists a student under an assignment when nbgrader's submitted/ has it.
         if payload.get("submitted") is not None:
             atomic_write(self.root / "submitted" / student / assignment.name / name, payload["submitted"])
+            # The new submission's time is not known yet (None, as in the gradebook row just made: the pair reads
+            # as autograded); lateness() writes both when it is.
+            (self.root / "submitted" / student / assignment.name / HANDED_IN).unlink(missing_ok=True)
         else:
             shutil.rmtree(self.root / "submitted" / student / assignment.name, ignore_errors=True)
 
@@ -131,20 +134,29 @@ class ClassBook:
 
     def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
         """The due date, the submission's time and its late penalty in the gradebook, where nbgrader
-        keeps them (naive UTC): the formgrader and ``nbgrader export`` show them."""
+        keeps them (naive UTC): the formgrader and ``nbgrader export`` show them. The submission's time
+        goes to ``submitted/<student>/<assignment>/timestamp.txt`` too, where nbgrader reads a hand-in's
+        time: the formgrader shows a submission as autograded only where the two are equal (else "needs
+        autograding", and no time)."""
         def utc(when: dt.datetime) -> dt.datetime:
             return when.astimezone(dt.UTC).replace(tzinfo=None)
 
+        when = utc(dt.datetime.fromisoformat(result.submitted_at)) if result.submitted_at else None
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             gb.find_assignment(assignment.name).duedate = None if due is None else utc(due)
             submission = gb.find_submission(assignment.name, result.student_id)
-            if result.submitted_at:
-                submission.timestamp = utc(dt.datetime.fromisoformat(result.submitted_at))
+            submission.timestamp = when
             notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, result.student_id)
             notebook.late_submission_penalty = result.late_penalty or None
             gb.db.commit()
+        handed_in = self.root / "submitted" / result.student_id / assignment.name / HANDED_IN
+        if when is None:
+            handed_in.unlink(missing_ok=True)
+        elif handed_in.parent.is_dir():  # nbgrader's own format, which its parse_utc reads back to ``when``
+            atomic_write(handed_in, when.strftime("%Y-%m-%d %H:%M:%S.%f UTC").encode())
 
 
+HANDED_IN = "timestamp.txt"  # where nbgrader's submitted/ keeps a hand-in's time
 STUB = ClearSolutions.text_stub.default_value  # what nbgrader's release puts in an answer cell in words
 
 

@@ -87,12 +87,12 @@ class ForkServer:
 
     def __init__(self, cmd: list[str], env: dict):
         self.env = {k: env.get(k) for k in STARTUP_ENV}
-        # Everything the sandbox holds counts against one limit: the template, its kernel or judge, their tmpfs.
-        self.group = memcg.create((MEMORY_MB[0] + TEMPLATE_MB) << 20) if MEMORY_MB[0] else None
-        group = self.group
+        # Everything the sandbox holds counts against one limit: the template, its kernel or judge, their tmpfs;
+        # and so do its processes (memcg.PROCESSES, threads included).
+        self.group = memcg.create((MEMORY_MB[0] + TEMPLATE_MB) << 20 if MEMORY_MB[0] else 0)
         self.process = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd="/", text=True,
-                                        preexec_fn=(lambda: memcg.join(group)) if group else None)
+                                        preexec_fn=memcg.preexec(self.group))
         self.ready = False
 
     def alive(self) -> bool:

@@ -129,11 +129,11 @@ def _error_message(output: dict, timeout: int) -> str:
         return "not attempted: the answer still raises NotImplementedError"
     if ename == "CellTimeoutError" and evalue.startswith(("did not finish", GRADERS_WORK)):  # the cell's own limits
         return evalue
+    if ename in ("DeadKernelError", "NotRun", NOTEBOOK_TIME_LIMIT):  # written by KeepGradesOnCrash (may say --timeout)
+        return evalue
     if ename in ("KeyboardInterrupt", "CellTimeoutError") or "timeout" in evalue.lower():
         return (f"did not finish within {timeout} s of CPU time, nor within {timeout * RETRY_FACTOR} s when run "
                 "again, and was interrupted (an endless loop?)")
-    if ename in ("DeadKernelError", "NotRun", NOTEBOOK_TIME_LIMIT):  # written by KeepGradesOnCrash
-        return evalue
     if ename == "AssertionError":
         return evalue or "an assertion failed (no message)"
     return f"{ename}: {evalue}"

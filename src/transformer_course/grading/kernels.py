@@ -15,7 +15,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import List, Unicode, default
 from zmq.utils.monitor import recv_monitor_message
 
-from transformer_course.grading import forkserver, sandbox
+from transformer_course.grading import forkserver, memcg, sandbox
 
 # Bytes of one message a kernel may send the grading worker. ZeroMQ checks a message's announced size
 # before receiving it and drops the connection to a kernel that sends more: nothing of it is read
@@ -59,6 +59,7 @@ class SandboxedKernelManager(AsyncKernelManager):
     readonly = List(Unicode(), help="folders it may read (inside hidden ones)").tag(config=True)
     writable = List(Unicode(), help="folders it may write").tag(config=True)
     _sockets = ""  # the folder of this kernel's IPC sockets, when it has no network
+    _group: memcg.Group | None = None  # the cgroups of its own sandbox, when not forked
     _forked = False
 
     @default("client_factory")
@@ -80,12 +81,23 @@ class SandboxedKernelManager(AsyncKernelManager):
             self._sockets = tempfile.mkdtemp(prefix="tc-kernel-", dir=forkserver.sockets_root()
                                              if forkserver.enabled() else None)
             self.transport, self.ip = "ipc", os.path.join(self._sockets, "kernel")
-        return await super()._async_pre_start_kernel(**kw)
+        cmd, launch = await super()._async_pre_start_kernel(**kw)
+        if not self._forked and sandbox.bwrap() is not None:
+            # A sandbox of its own (not forked from the worker's template, whose sandbox has its groups already):
+            # its processes are limited as a template's are (memcg.PROCESSES), by a pids cgroup or RLIMIT_NPROC.
+            memcg.remove(self._group)
+            self._group = memcg.create(0)
+            if (preexec := memcg.preexec(self._group)) is not None:
+                launch["preexec_fn"] = preexec
+        return cmd, launch
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
         if self._sockets and not restart:
             shutil.rmtree(self._sockets, ignore_errors=True)
+        if not restart:
+            memcg.remove(self._group)
+            self._group = None
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         # A SIGINT to the kernel's process group would end bwrap (and the kernel with it), so

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 from jupyter_core.utils import run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbconvert.exporters import NotebookExporter
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor
 from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell
@@ -54,8 +55,62 @@ PROVIDED_FACTOR = 10
 # measures it; SOLUTION_SECONDS holds it, by notebook then grade_id, for this process).
 LIMIT_MULTIPLE = 10
 SOLUTION_SECONDS: dict[str, dict[str, float]] = {}
+# A notebook's clock: it may run NOTEBOOK_WAIT_FACTOR times --timeout on the clock in all, plus WALL_FACTOR s for
+# each CPU second its processes spent (:mod:`.cputime`: work that a busy machine slows down). Computing within its
+# cells' limits never runs out of it; waiting does (a cell that sleeps or blocks spends no CPU time), so cells that
+# each wait just under their own bound cost the notebook at most this many times --timeout together.
+# --notebook-timeout stays a cap on the clock.
+NOTEBOOK_WAIT_FACTOR = 10
+# A cell stopped by the clock that used less than this share of one core meanwhile was waiting, not computing: it
+# is not run again, as a computing one is (it would only wait RETRY_FACTOR times as long again). A computing cell
+# starved to a fifth of a core (ten busy processes on two cores) reaches its CPU limit as the clock stops it; one
+# that waits still costs its judge's and kernel's polling and its interrupt (measured: 0.36 s in 5.5 s, 6.5%).
+WAITING_SHARE = 0.1
 SECONDS_KEY = "course_seconds"  # cell metadata: the CPU seconds the grader's run of the cell took
 NOTEBOOK_TIME_LIMIT = "NotebookTimeLimit"  # the error of the first cell not run after the notebook's limit
+
+
+FORMGRADER_REFUSAL = ("the formgrader's Autograde button is off for this course: it would run the student's code in "
+                      "this Jupyter server, outside the grader's sandbox; grade with `transformer-course grade "
+                      "SUBMITTED --out OUT`, which writes this gradebook")
+
+
+class FormgraderAutogradeRefused(RuntimeError):
+    """The formgrader's Autograde button was pressed (:class:`AutogradeExporter`)."""
+
+
+def _in_jupyter_server(configurable: object) -> bool:
+    """Whether ``configurable`` was made, through its parents, by a Jupyter server's extension (the formgrader's
+    request handlers make nbgrader's API with the formgrader extension as its parent)."""
+    seen = 0
+    while configurable is not None and seen < 50:
+        if type(configurable).__module__.startswith(("nbgrader.server_extensions", "jupyter_server")):
+            return True
+        configurable, seen = getattr(configurable, "parent", None), seen + 1
+    return False
+
+
+class AutogradeExporter(NotebookExporter):
+    """nbgrader's exporter of ``autograde``, which refuses to be made for the formgrader's Autograde button.
+
+    The button runs nbgrader's autograde in the instructor's Jupyter server: the student's code would run there,
+    as the instructor, outside the sandbox and without the judge's box. nbgrader makes its exporter after it
+    lists the notebooks and before it copies, writes or records anything, so the refusal leaves the gradebook,
+    ``autograded/`` and ``submitted/`` as they were. ``nbgrader autograde`` typed in a terminal and the course's
+    own grader are not refused.
+
+    Raises:
+        FormgraderAutogradeRefused: made under a Jupyter server (the formgrader); its message, also logged as the
+            one line the formgrader's error window shows, names ``transformer-course grade``.
+    """
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        if _in_jupyter_server(self.parent):
+            log = getattr(self.parent, "log", None)
+            if log is not None:
+                log.error(FORMGRADER_REFUSAL)
+            raise FormgraderAutogradeRefused(FORMGRADER_REFUSAL)
 
 
 def guard_token(secret: bytes, grade_id: str, source: str, record: str = "") -> str:
@@ -263,7 +318,8 @@ class KeepGradesOnCrash(Execute):
 
     max_output_chars = Integer(100_000, help="characters of output kept per cell").tag(config=True)
     max_total_output_chars = Integer(10_000_000, help="characters of output kept for the notebook").tag(config=True)
-    max_notebook_s = Integer(1800, help="seconds the whole notebook may run (0 = no limit)").tag(config=True)
+    max_notebook_s = Integer(1800, help="seconds the whole notebook may run on the clock, at most (0 = no cap: "
+                             "NOTEBOOK_WAIT_FACTOR still holds)").tag(config=True)
     guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
     sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.grading.sandbox)"
                      ).tag(config=True)
@@ -274,6 +330,7 @@ class KeepGradesOnCrash(Execute):
                               ).tag(config=True)
 
     _notebook = ""  # the notebook being graded (its name), set by preprocess
+    _running: int | None = None  # the index of the code cell being run
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -305,7 +362,10 @@ class KeepGradesOnCrash(Execute):
         self._chars: dict[int, int] = {}
         self._tokens: set[int] = set()
         self._total = 0
-        self._started = time.monotonic()
+        self._started: float | None = None  # the clock of the notebook's cells: from its first cell on
+        self._cpu_at_start = 0.0
+        self._stops: dict[int, tuple[str, float, float]] = {}  # cell index -> (why, s on the clock, CPU s)
+        self._out_of_time = False  # the notebook's clock ran out while a cell ran
         self._judging = None
         self._tested: dict[str, str] = {}  # the test cells sent to a judge so far, in order: grade_id -> source
         self._notebook = (resources or {}).get("nbgrader", {}).get("notebook", "")
@@ -349,7 +409,7 @@ class KeepGradesOnCrash(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
-        start = self._cpu()
+        start, self._running = self._cpu(), index
         try:
             cell, resources = self._run_cell(cell, resources, index)
             if self._dead_at is None and self._flooded():
@@ -359,15 +419,49 @@ class KeepGradesOnCrash(Execute):
             cell.outputs = merged_streams(cell.get("outputs", []))
         if _timed_out(cell) and not _provided(cell):  # say what the limits were: they differ by cell
             limit = self._limit(cell, self.timeout or 60)
+            why, wall, spent = self._stops.get(index, ("cpu", 0.0, 0.0))
             for output in cell.outputs:
                 if output.get("ename") == "CellTimeoutError":
                     grader = str(output.get("evalue", "")).startswith(judge_box.GRADERS_WORK)
-                    output["evalue"] = (f"{judge_box.GRADERS_WORK + ' ' if grader else ''}did not finish within "
-                                        f"{limit:g} s of CPU time, nor within {limit * RETRY_FACTOR:g} s when run "
-                                        f"again (or, waiting, {cputime.WALL_FACTOR} times as long on the clock), "
-                                        "and was "
-                                        + ("stopped" if grader else "interrupted (an endless loop?)"))
+                    prefix = judge_box.GRADERS_WORK + " " if grader else ""
+                    if why == "notebook":
+                        output["evalue"] = (f"{prefix}did not finish: the notebook reached its time limit on the clock "
+                                            f"({self._notebook_limit_words()}) while this cell ran, and it was "
+                                            "interrupted")
+                    elif why == "clock":
+                        output["evalue"] = (f"{prefix}did not finish within {cputime.WALL_FACTOR * limit:g} s on the "
+                                            f"clock ({cputime.WALL_FACTOR} times its {limit:g} s of CPU time): it "
+                                            f"waited (time.sleep, a blocked read), computing {spent:.1f} s in "
+                                            f"{wall:.1f} s, and was interrupted; a cell that waits is not run again")
+                    else:
+                        output["evalue"] = (f"{prefix}did not finish within {limit:g} s of CPU time, nor within "
+                                            f"{limit * RETRY_FACTOR:g} s when run again (or, waiting, "
+                                            f"{cputime.WALL_FACTOR} times as long on the clock), and was "
+                                            + ("stopped" if grader else "interrupted (an endless loop?)"))
         return cell, resources
+
+    def _notebook_clock(self) -> tuple[float, float]:
+        """(seconds on the clock since the notebook's first cell, the most it may have now: see
+        :data:`NOTEBOOK_WAIT_FACTOR`)."""
+        if self._started is None:
+            return 0.0, math.inf
+        budget = NOTEBOOK_WAIT_FACTOR * (self.timeout or 60) + cputime.WALL_FACTOR * (self._cpu() - self._cpu_at_start)
+        if self.max_notebook_s:
+            budget = min(budget, self.max_notebook_s)
+        return time.monotonic() - self._started, budget
+
+    def _notebook_over(self) -> bool:
+        elapsed, budget = self._notebook_clock()
+        return elapsed > budget
+
+    def _notebook_limit_words(self) -> str:
+        """The notebook's limit on the clock, in words, with what it had spent."""
+        elapsed, budget = self._notebook_clock()
+        if self.max_notebook_s and budget >= self.max_notebook_s:
+            return f"{elapsed:.0f} s of its {self.max_notebook_s} s for all cells together, --notebook-timeout"
+        return (f"{elapsed:.0f} s, where it may take {NOTEBOOK_WAIT_FACTOR} times --timeout "
+                f"({NOTEBOOK_WAIT_FACTOR * (self.timeout or 60):g} s) plus {cputime.WALL_FACTOR} s for each CPU "
+                "second its cells computed")
 
     def _refused_unread(self) -> bool:
         oversized = getattr(self.kc, "oversized", None)
@@ -402,25 +496,35 @@ class KeepGradesOnCrash(Execute):
         if self._dead_at is not None:
             cell.outputs = [_error("NotRun", f"not run: {self._stopped}")]
             return cell, resources
-        if self.max_notebook_s and time.monotonic() - self._started > self.max_notebook_s:
-            self._dead_at, self._stopped = index, "the notebook reached its time limit in an earlier cell"
-            cell.outputs = [_error(NOTEBOOK_TIME_LIMIT, f"not run: the notebook reached its time limit "
-                                   f"({self.max_notebook_s} s for all cells together) before this cell")]
+        if self._started is None:
+            self._started, self._cpu_at_start = time.monotonic(), self._cpu()
+        if self._out_of_time or self._notebook_over():
+            self._dead_at, self._stopped = index, "the notebook reached its time limit on the clock in an earlier cell"
+            cell.outputs = [_error(NOTEBOOK_TIME_LIMIT, "not run: the notebook reached its time limit on the clock "
+                                   f"({self._notebook_limit_words()}) before this cell")]
             return cell, resources
         if self._judged and cell.metadata.get("course_guard_source") is not None:
             limit = self._limit(cell, self.timeout or 60)
+            start, used = time.monotonic(), self._cpu()
             cell, resources = self._judge(cell, resources, index, limit)
-            if _timed_out(cell):  # once more with a longer limit: a slow machine is not a wrong answer
-                cell, resources = self._judge(cell, resources, index, limit * RETRY_FACTOR)
+            if _timed_out(cell):
+                wall, spent = time.monotonic() - start, self._cpu() - used
+                if spent < WAITING_SHARE * wall:  # it waited: running it again would only wait longer
+                    self._stops[index] = ("clock", wall, spent)
+                else:  # once more with a longer limit: a slow machine is not a wrong answer
+                    cell, resources = self._judge(cell, resources, index, limit * RETRY_FACTOR)
             return cell, resources
         for attempt in (1, RETRY_FACTOR):
             self._factor = attempt
+            self._stops.pop(index, None)
             cell.outputs = []
             try:
                 cell, resources = super().preprocess_cell(cell, resources, index)
             except DeadKernelError:
                 return self._died(cell, resources, index)
             except CellTimeoutError:  # no reply even after the interrupt (or its output was refused unread)
+                if self._stops.get(index, ("",))[0] == "notebook":  # (an interrupt that came before the cell ran)
+                    return self._out_of_clock(cell, resources, index)
                 if self._flooded():
                     return self._refuse_flood(cell, resources, index)
                 if not run_sync(self.km.is_alive)():  # it died: its dropped connection was seen before its end
@@ -428,19 +532,37 @@ class KeepGradesOnCrash(Execute):
                 return self._stop(cell, resources, index)
             finally:
                 self._factor = 1
-            # The kernel answered the interrupt: a cell that counts runs again, once, with a longer limit.
-            if not _timed_out(cell) or _provided(cell):
+            # The kernel answered the interrupt: a cell that counts runs again, once, with a longer limit, unless
+            # it was stopped for waiting or by the notebook's clock.
+            if not _timed_out(cell) or _provided(cell) or index in self._stops:
                 break
+        # The notebook's clock ran out in this cell: no later cell runs (what it spent answering the interrupt
+        # must not buy the next one a start).
+        self._out_of_time = self._stops.get(index, ("",))[0] == "notebook"
         if _timed_out(cell) and _provided(cell):
             for output in cell.outputs:
                 if output.get("ename") == "CellTimeoutError":
-                    output["evalue"] = (f"a provided cell (no points) ran past {self._get_timeout(cell)} s, the "
-                                        "grader's limit for it, and was interrupted; it costs no points")
+                    output["evalue"] = (
+                        "a provided cell (no points) was interrupted when the notebook reached its time limit on the "
+                        f"clock ({self._notebook_limit_words()}); it costs no points"
+                        if self._stops.get(index, ("",))[0] == "notebook" else
+                        f"a provided cell (no points) ran past {self._get_timeout(cell)} s, the grader's limit for "
+                        "it, and was interrupted; it costs no points")
         # A kernel that ignores the interrupt (a loop catching KeyboardInterrupt) leaves every
         # later cell queued behind it: the second timeout in a row stops it.
         self._timeouts = self._timeouts + 1 if _timed_out(cell) else 0
         if self._timeouts >= 2:
             return self._stop(cell, resources, index)
+        return cell, resources
+
+    def _out_of_clock(self, cell, resources, index):
+        """Stop the kernel of a cell that the notebook's clock ended and that did not answer the interrupt (it may
+        have come before the cell began): the cell says so, later cells do not run."""
+        with contextlib.suppress(Exception):
+            run_sync(self.km.shutdown_kernel)(now=True)
+        self._dead_at, self._stopped = index, "the notebook reached its time limit on the clock in an earlier cell"
+        cell.outputs.append(_error(NOTEBOOK_TIME_LIMIT, "stopped: the notebook reached its time limit on the clock "
+                                   f"({self._notebook_limit_words()}) while this cell ran"))
         return cell, resources
 
     def _judge(self, cell, resources, index, limit: float):
@@ -532,11 +654,19 @@ class KeepGradesOnCrash(Execute):
                                                        task_poll_kernel_alive)
         start, used = time.monotonic(), self._cpu()
         # A cell that waits (sleeps, or blocks) spends no CPU time: the clock stops it, after WALL_FACTOR times its
-        # budget, but never later than a provided cell's budget (a budget already scaled up is not scaled again).
+        # budget, but never later than a provided cell's budget (a budget already scaled up is not scaled again);
+        # and the notebook's clock (NOTEBOOK_WAIT_FACTOR) stops it whatever its own bound.
         wall = min(timeout * cputime.WALL_FACTOR, max(timeout, (self.timeout or 60) * PROVIDED_FACTOR))
+        index = self._running
         while not task_poll_output_msg.done():  # done: the kernel is idle again, its reply sent
             # (an output refused unread may have taken the kernel's "idle" with it: no use waiting for it)
-            if self._cpu() - used > timeout or time.monotonic() - start > wall or self._refused_unread():
+            spent, elapsed = self._cpu() - used, time.monotonic() - start
+            if spent <= timeout and index is not None and not cell.metadata.get("course_guard"):
+                if self._notebook_over():
+                    self._stops[index] = ("notebook", elapsed, spent)
+                elif elapsed > wall and spent < WAITING_SHARE * elapsed:
+                    self._stops[index] = ("clock", elapsed, spent)
+            if spent > timeout or elapsed > wall or index in self._stops or self._refused_unread():
                 # nbclient's own path at its timeout (interrupt, then the timeout's error), taken at once
                 return await super()._async_poll_for_reply(msg_id, cell, 0, task_poll_output_msg,
                                                            task_poll_kernel_alive)
@@ -563,6 +693,14 @@ class KeepGradesOnCrash(Execute):
             await super()._async_cleanup_kernel()
         except Exception:  # the kernel is already gone
             pass
+
+
+def notebook_clock_words(timeout: float, notebook_timeout: int) -> str:
+    """A notebook's time limit on the clock (:data:`NOTEBOOK_WAIT_FACTOR`), in a few words for the grader's
+    first line."""
+    cap = f", {notebook_timeout} s at most" if notebook_timeout else ""
+    return (f"a notebook {NOTEBOOK_WAIT_FACTOR * timeout:g} s on the clock plus {cputime.WALL_FACTOR} s a CPU second "
+            f"its cells compute{cap}")
 
 
 def torch_threads() -> int:
@@ -619,6 +757,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     sanitize = Autograde.class_traits()["sanitize_preprocessors"].default()
     at = sanitize.index(OverwriteCells)  # which then gives restored cells their hidden tests
     c.Autograde.sanitize_preprocessors = [*sanitize[:at], RestoreTestCells, *sanitize[at:]]
+    c.Autograde.exporter_class = AutogradeExporter  # refuses the formgrader's button: transformer-course grade
     c.RestoreTestCells.release_dir = str(Path(course_root) / "release")
     c.UnguardNotebook.source_dir = c.CourseDirectory.source_directory
     c.UnguardNotebook.reference = str(repo.reference)
