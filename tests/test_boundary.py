@@ -187,3 +187,22 @@ def test_any_student_folder_name_is_graded_by_that_name_or_warned_about(repo, tm
         assert row["student_id"] in (name, f"'{name}"), "as it is, or with the quote that keeps a formula text"
     else:
         assert ascii(name) in warnings[0] or repr(name) in warnings[0] or name.startswith("."), warnings
+
+
+def test_without_deadlines_the_gradebook_still_holds_each_hand_ins_time(repo, tmp_path, fake_grading):
+    """The formgrader's submissions page shows a hand-in's time (and its autograded state) from the gradebook;
+    a run without deadlines puts it there too, and its tables stay without lateness."""
+    from nbgrader.api import Gradebook
+
+    out = tmp_path / "out"
+    submitted = _class(repo, tmp_path / "a")
+    assert _grade(submitted, out) == 0
+    stamp = (submitted / "ada" / ASSIGNMENT / "timestamp.txt").read_text().strip()
+    with Gradebook(f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}", "transformer-course") as gb:
+        when = gb.find_submission(ASSIGNMENT, "ada").timestamp
+    import datetime as dt
+
+    handed = dt.datetime.fromisoformat(stamp.replace(" UTC", "+00:00").replace("Z", "+00:00"))
+    assert when is not None and abs(when - handed.astimezone(dt.UTC).replace(tzinfo=None)) < dt.timedelta(seconds=1)
+    assert (out / "nbgrader" / "submitted" / "ada" / ASSIGNMENT / "timestamp.txt").is_file()
+    assert _rows(out)["ada"]["submitted_at"] == "", "no deadlines: no lateness in the tables"

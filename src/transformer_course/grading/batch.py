@@ -23,6 +23,7 @@ repository and ``OUT`` at the same paths.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -453,9 +454,11 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 del _GRADERS[key]  # its work area is gone
             forkserver.stop_all()  # the kernel templates of this process (workers=1) mount it
     results = [_as_result(records[key]) for key in sorted(records)]
-    if deadlines is not None:
-        for r in results:
+    for r in results:
+        if deadlines is not None:
             _lateness(r, assignments[r.assignment], where, deadlines, book, out)
+        else:
+            _handed_in(r, assignments[r.assignment], where, book)
     points = book.written(results, assignments)
     write_csvs(results, out)
     for r in results:  # the instructor's points on the pages, none as 0
@@ -527,6 +530,20 @@ def _lateness(result: SubmissionResult, assignment: Assignment, where: dict, dea
         late_banner(page, result, deadlines)
     if failed:
         print(f"warning: {result.student_id} {result.assignment}: its feedback page does not say its lateness "
+              f"({boundary.said(failed[0].error)})", file=sys.stderr)
+
+
+def _handed_in(result: SubmissionResult, assignment: Assignment, where: dict, book: ClassBook) -> None:
+    """Without deadlines: the hand-in's time in the gradebook alone (the formgrader's submissions page shows
+    it, and the submission as autograded), inside the pair's boundary; the tables stay without lateness."""
+    if result.status in (*NOT_GRADED, GRADER_ERROR):
+        return
+    with boundary.pair("lateness") as failed:
+        when = late.submitted_at(*where.get((result.student_id, result.assignment), (None, None))).when
+        if when is not None:
+            book.lateness(assignment, dataclasses.replace(result, submitted_at=when.isoformat()), None)
+    if failed:
+        print(f"warning: {result.student_id} {result.assignment}: the gradebook does not hold its hand-in time "
               f"({boundary.said(failed[0].error)})", file=sys.stderr)
 
 
