@@ -250,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-limit", type=int, default=4096, metavar="MIB",
                    help="memory one notebook's kernel may allocate, MiB (default 4096; 0 = no limit)")
     p.add_argument("--notebook-timeout", type=int, default=1800, metavar="SECONDS",
-                   help="seconds a whole notebook may run; later cells are not run (default 1800; 0 = none)")
+                   help="seconds a whole notebook may run on the clock at most; within it, 10 x --timeout plus 5 s "
+                        "for each CPU second its cells compute; later cells are not run (default 1800; 0 = no cap)")
     p.add_argument("--max-output", type=float, default=10.0, metavar="MCHARS",
                    help="output kept of a whole notebook, millions of characters (default 10)")
     p.add_argument("--max-submission-mb", type=float, default=50.0, metavar="MIB",
