@@ -100,7 +100,12 @@ def decide_seconds(repo: Repo, notebook: Path) -> tuple[float, str]:
     handed = find_submission(notebook.parent, assignment, 50.0, known)
     decided = handed.status or "to grade"
     if handed.path is not None:
-        nb, why = read_submission(handed.path)
+        import nbformat
+
+        from transformer_course.grading import intake
+
+        released = nbformat.read(assignment.source_notebook, 4)  # the release's cells (solutions stripped)
+        nb, why = read_submission(handed.path, intake.cell_cap(len(released.cells)))  # as the grader caps it
         decided = "invalid" if nb is None else decided
         decided += f" ({(why or handed.note).strip()[:120]})" if (why or handed.note).strip() else ""
     return time.monotonic() - start, decided
