@@ -5,8 +5,10 @@ and every other pair's row is what it would have been (grading/boundary.py)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from transformer_course import cli
 from transformer_course.grading import batch, boundary
+from transformer_course.grading.grade import read_submission
 
 from .conftest import GRADING_TIMEOUT
 
@@ -24,12 +27,17 @@ HONEST = ("ada", "cho")
 
 @pytest.fixture
 def fake_grading(monkeypatch):
-    """No kernels: each notebook handed in is "graded" at 0 points (a valid record), so a class runs in
-    seconds; what these tests check is which rows there are and why, not scores."""
+    """No kernels: each notebook handed in is read as the grader reads it (``read_submission``, ``invalid``
+    where it cannot be), else "graded" at 0 points (a valid record), so a class runs in seconds; what these
+    tests check is which rows there are and why, not scores."""
     def grade_task(root, limits, threads, work_root, task):
         assignment = next(a for a in batch.Repo(Path(root)).assignments() if a.name == task.assignment)
-        payload = batch._missing(task, assignment, "graded")
-        return payload
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / task.filename).write_bytes(task.data)
+            nb, why = read_submission(Path(tmp) / task.filename, 500)
+        if nb is None:
+            return batch._missing(dataclasses.replace(task, note=task.note + why), assignment, "invalid")
+        return batch._missing(task, assignment, "graded")
 
     monkeypatch.setattr(batch, "grade_task", grade_task)
 
@@ -74,8 +82,8 @@ def test_hostile_hand_ins_are_their_own_rows_and_the_class_is_written(repo, tmp_
         assert (out / name).is_file(), name
     for student in HONEST:
         assert rows[student] == honest[student], "an honest student's row is the same with hostile classmates"
-    assert rows["deep"]["status"] == "invalid" and "nested too deeply" in rows["deep"]["reason"], rows["deep"]
-    assert rows["bytes"]["status"] in ("invalid", "graded"), rows["bytes"]
+    assert rows["deep"]["status"] == "invalid" and "nested" in rows["deep"]["reason"], rows["deep"]
+    assert rows["bytes"]["status"] == "invalid", rows["bytes"]
     for student in ("y9999", "y1"):  # graded, a row each (what their times mean: tests/test_deadlines.py)
         assert rows[student]["status"] == "graded", rows[student]
     assert "hand-in time" in rows["y1"]["reason"] or "timestamp" in rows["y1"]["reason"], rows["y1"]
