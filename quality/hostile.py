@@ -145,6 +145,11 @@ def main() -> int:
                           env={**os.environ, "HYPOTHESIS_PROFILE": "long"}, cwd=repo.root)
     if done.returncode:
         failures.append("the long profile")
+    print("\nThe runs kept out of `make test` (`pytest -m slow`: Ctrl-C with two workers, SIGTERM, Ctrl-C while a "
+          "solution is measured, a sleeping notebook and a fork bomb):")
+    if subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "slow", "-p", "no:cacheprovider"],
+                      cwd=repo.root).returncode:
+        failures.append("the slow tests")
     if failures:
         print(f"\nOUT OF BOUNDS or FAILED: {', '.join(failures)}")
     return 1 if failures else 0

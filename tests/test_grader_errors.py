@@ -355,6 +355,7 @@ FORK_BOMB = ("import subprocess, sys\n"
 
 
 @pytest.mark.skipif(not judge_box.enabled(), reason="judges are not boxed here (no sandbox)")
+@pytest.mark.slow  # make bench: its limits are seconds on the clock, which a loaded machine's CI run can break
 def test_a_sleeping_notebook_costs_a_few_timeouts_and_a_fork_bomb_stays_in_its_sandbox(repo, tmp_path,
                                                                                        monkeypatch):
     """01's solution graded with --timeout 1, with a fork bomb in a cell of its own, SelfAttention's forward

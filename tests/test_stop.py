@@ -134,8 +134,8 @@ def _last_line(text: str) -> str:
 
 @pytest.mark.parametrize(("workers", "how", "code", "word"), [
     (1, "ctrl-c", 130, "interrupted"),
-    (2, "ctrl-c", 130, "interrupted"),
-    (1, "sigterm", 143, "terminated"),
+    pytest.param(2, "ctrl-c", 130, "interrupted", marks=pytest.mark.slow),  # make bench: a Dask cluster's start
+    pytest.param(1, "sigterm", 143, "terminated", marks=pytest.mark.slow),
 ])
 def test_a_signal_stops_the_run_at_once_and_records_nothing_wrong(small_class, tmp_path, repo, workers, how, code,
                                                                    word):
@@ -159,6 +159,7 @@ def test_a_signal_stops_the_run_at_once_and_records_nothing_wrong(small_class, t
     assert not (out / "grader-errors.log").exists() or not (out / "grader-errors.log").read_text().strip()
 
 
+@pytest.mark.slow  # make bench: it measures 01's solution again (about a minute), then stops it
 def test_ctrl_c_while_the_solution_is_measured_keeps_no_limits(small_class, tmp_path, repo):
     """The first notebook of an assignment waits for its solution's measuring; a Ctrl-C then must not
     leave the cut-short times as this machine's limits (every later notebook would be judged by them)."""
