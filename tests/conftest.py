@@ -83,3 +83,13 @@ def graded(repo: Repo, tmp_path_factory: pytest.TempPathFactory):
     results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, deadlines=deadlines)
     similarity.write(similarity.from_class(out, repo), out / "similarity")  # as `transformer-course report` does
     return {(r.student_id, r.assignment): r for r in results}, out
+
+
+@pytest.fixture
+def small_class(repo, tmp_path) -> Path:
+    """Two students who handed in 01_self_attention and one who handed in nothing."""
+    submitted = tmp_path / "submitted"
+    for student in ("ada", "cho"):
+        shutil.copytree(repo.sample_class / student / "01_self_attention", submitted / student / "01_self_attention")
+    (submitted / "bob").mkdir()
+    return submitted

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -27,16 +26,6 @@ from transformer_course.grading.faults import fault_of
 from .conftest import GRADING_TIMEOUT, ROOT
 
 ASSIGNMENT = "01_self_attention"
-
-
-@pytest.fixture
-def small_class(repo, tmp_path) -> Path:
-    """Two students who handed in 01 and one who handed in nothing."""
-    submitted = tmp_path / "submitted"
-    for student in ("ada", "cho"):
-        shutil.copytree(repo.sample_class / student / ASSIGNMENT, submitted / student / ASSIGNMENT)
-    (submitted / "bob").mkdir()
-    return submitted
 
 
 def _grade(submitted: Path, out: Path, *more: str) -> list[str]:

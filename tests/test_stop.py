@@ -26,7 +26,6 @@ from transformer_course.grading import limits
 from transformer_course.grading.version import grader_version
 
 from .conftest import GRADING_TIMEOUT, ROOT
-from .test_faults import small_class  # noqa: F401, F811 (the fixture: two students who handed in 01, one not)
 
 ASSIGNMENT = "01_self_attention"
 COMMAND = str(Path(sys.executable).parent / "transformer-course")
@@ -127,7 +126,7 @@ def _last_line(text: str) -> str:
     pytest.param(2, "ctrl-c", 130, "interrupted", marks=pytest.mark.slow),  # make bench: a Dask cluster's start
     pytest.param(1, "sigterm", 143, "terminated", marks=pytest.mark.slow),
 ])
-def test_a_signal_stops_the_run_at_once_and_records_nothing_wrong(small_class, tmp_path, repo, workers, how, code,  # noqa: F811
+def test_a_signal_stops_the_run_at_once_and_records_nothing_wrong(small_class, tmp_path, repo, workers, how, code,
                                                                    word):
     out = tmp_path / "out"
     argv = [COMMAND, "grade", str(small_class), "--out", str(out), "--assignment", "01", "--timeout",
@@ -150,7 +149,7 @@ def test_a_signal_stops_the_run_at_once_and_records_nothing_wrong(small_class, t
 
 
 @pytest.mark.slow  # make bench: it measures 01's solution again (about a minute), then stops it
-def test_ctrl_c_while_the_solution_is_measured_keeps_no_limits(small_class, tmp_path, repo):  # noqa: F811
+def test_ctrl_c_while_the_solution_is_measured_keeps_no_limits(small_class, tmp_path, repo):
     """The first notebook of an assignment waits for its solution's measuring; a Ctrl-C then must not
     leave the cut-short times as this machine's limits (every later notebook would be judged by them)."""
     cache = _cache(repo, os.cpu_count() or 1)  # one worker: the kernels get every core
