@@ -27,9 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ["07_training", "08_modern_decoder"]
 # Lines of the notebooks' output that the GPU rows of docs/benchmarks.md quote.
-QUOTED = re.compile(r"^(configuration|model:|trained |kept |the mean of|test_2016_flickr|\s+val:|"
+QUOTED = re.compile(r"^(configuration|model:|trained |kept |the mean of|test_2016_flickr|val, |chosen on|\s+val:|"
                     r"\s+test_2016_flickr:|stopping early|\d+ test sentences|Notice: here the cache|"
-                    r"step \d+ \(epoch|epoch \d+:|\| |.*perplexity|.*tokens/s|.*ms\b|.*MiB)")
+                    r"step \d+ \(epoch|epoch \d+[: ]|\| |.*perplexity|.*tokens/s|.*ms\b|.*MiB)")
 
 PREAMBLE = """\
 import matplotlib

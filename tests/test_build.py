@@ -340,3 +340,25 @@ def test_07_chooses_its_configuration_by_compute_capability(repo):
     assert chosen == {None: "cpu", (6, 0): "cpu", (7, 0): "cpu", (7, 5): "cpu", (8, 0): "gpu", (8, 6): "gpu",
                       (9, 0): "gpu", (10, 0): "gpu"}, chosen
     assert "device = torch.device(\"cuda\" if capability is not None else \"cpu\")" in cell  # on the GPU either way
+
+
+def test_the_release_tells_students_how_to_check_and_its_example_is_the_graders_output(repo):
+    """course/README.md (from autograder/source/README.md) says how to run `check` on a machine and in
+    Colab, and its example is what `check` prints for a softmax that shifts and sums over the wrong axes:
+    the feedback line is the hidden check's own message, the rest check_report's format for notebook 01."""
+    from quality.incheck import namespace, run_checks
+    from transformer_course.grading.grade import ExerciseResult, SubmissionResult, check_report
+
+    text = (repo.course / "README.md").read_text()
+    assert "transformer-course check path/to/01_self_attention.ipynb" in text
+    assert "!transformer-course check /content/01_self_attention.ipynb" in text  # Colab
+    example = re.search(r"```\n(01_self_attention: .*?)\n```", text, re.DOTALL)[1]
+    wrong = ("def softmax(x, dim=-1):\n    e = (x - x.amax()).exp()\n    return e / e.sum(dim=0, keepdim=True)\n")
+    with pytest.raises(AssertionError) as failed:
+        run_checks("softmax", namespace(wrong))
+    assignment = repo.assignment("01_self_attention")
+    lost = {"softmax": f"{failed.value} [also failed: its visible test]"}
+    exercises = [ExerciseResult(e, 0 if e in lost else assignment.max_score(e), assignment.max_score(e),
+                                lost.get(e, "")) for e in assignment.exercises]
+    result = SubmissionResult("self", assignment.name, "graded", exercises=exercises)
+    assert example == check_report(result, repo, as_json=False)[0].rstrip("\n")

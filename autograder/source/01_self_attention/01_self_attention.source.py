@@ -14,10 +14,11 @@
 # the work cannot be spread over the positions of a sentence in parallel.
 #
 # Attention began as a repair to that bottleneck inside a recurrent translation model.
-# Bahdanau, Cho and Bengio ([2015](https://arxiv.org/abs/1409.0473), section 3.1) let the
+# Bahdanau, Cho and Bengio ([2015](https://arxiv.org/abs/1409.0473)) let the
 # decoder, before it writes each target word, score every hidden state of the encoder (one
 # per source word) against the state $s_{i-1}$ it has reached, with a small feed-forward
-# network: $e_{ij} = v^\top \tanh(W s_{i-1} + U h_j)$, *additive* attention. A softmax turns the scores into
+# network (their section 3.1), in their appendix A.1.2 written $e_{ij} = v^\top \tanh(W s_{i-1} + U h_j)$:
+# *additive* attention. A softmax turns the scores into
 # weights, and the weighted sum of the encoder states is what the decoder reads. In the
 # words used below, the decoder state is the *query* and the encoder states are both the
 # *keys* and the *values*. The Transformer keeps this step, scores with a dot product instead

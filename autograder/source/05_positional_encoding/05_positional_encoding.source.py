@@ -382,7 +382,7 @@ print(f"your PositionalEncoding    -> {list(PositionalEncoding(8).state_dict())}
 #   almost invisible next to them.
 # - The paper shares the embedding matrix with the output layer, and implementations
 #   initialise such matrices with small values. fairseq draws its embeddings from
-#   $\mathcal{N}(0, D^{-1/2})$ (standard deviation $1/\sqrt{D}$), so the factor
+#   $\mathcal{N}(0, 1/D)$ (variance $1/D$, standard deviation $1/\sqrt{D}$), so the factor
 #   $\sqrt{D}$ brings the scaled vectors to entries of size about 1: the scale undoes the
 #   initialisation, and the token vectors start at unit size whatever $D$ is, the same order
 #   as the positional signal. Glorot/Xavier values (standard deviation $\sqrt{2 / (V + D)}$,
@@ -471,15 +471,15 @@ with torch.no_grad():
     xavier = TokenEmbedding(8000, 512)
     nn.init.xavier_uniform_(xavier.embedding.weight)  # what notebook 06 does
     fairseq = TokenEmbedding(8000, 512)
-    nn.init.normal_(fairseq.embedding.weight, std=512**-0.5)  # N(0, D^-1/2), as fairseq does
+    nn.init.normal_(fairseq.embedding.weight, std=512**-0.5)  # N(0, 1/D), standard deviation D^-1/2, as fairseq does
     rms = {"N(0, 1) start": default(ids).pow(2).mean().sqrt().item(),
-           "N(0, D^-1/2) start": fairseq(ids).pow(2).mean().sqrt().item(),
+           "N(0, 1/D) start": fairseq(ids).pow(2).mean().sqrt().item(),
            "Xavier start": xavier(ids).pow(2).mean().sqrt().item(),
            "positional encoding": sinusoidal_positional_encoding(50, 512).pow(2).mean().sqrt().item()}
 for label, value in rms.items():
     print(f"{label:>20}: root mean square {value:6.2f}")
 print(f"Notice: with the default start the token vectors are {rms['N(0, 1) start'] / rms['positional encoding']:.0f}x "
-      f"the positional signal; with N(0, D^-1/2) values {rms['N(0, D^-1/2) start'] / rms['positional encoding']:.1f}x, "
+      f"the positional signal; with N(0, 1/D) values {rms['N(0, 1/D) start'] / rms['positional encoding']:.1f}x, "
       f"with Xavier values {rms['Xavier start'] / rms['positional encoding']:.1f}x: "
       "the sqrt(d_model) scale suits a small initialisation.")
 
@@ -624,8 +624,10 @@ print(f"Over the {len(test)} test sequences one weight varies by up to {spread:.
 # adding the position number itself (0, 1, 2, ...) to every feature?
 
 # %% [markdown] nbgrader={"grade": true, "grade_id": "question_sinusoids", "locked": false, "points": 2, "schema_version": 3, "solution": true}
-# The raw position grows without bound: at position 500 it would swamp embeddings of size about 1, and
-# lengths longer than those seen in training give values never seen. Sinusoids stay in $[-1, 1]$; the
+# The raw position grows without bound: at position 500 it would swamp embeddings of size about 1,
+# and the further a sentence runs, the larger the numbers the first layer must cope with. (Positions past
+# the training length give vectors never seen in training under either scheme, sinusoids included, as
+# section 1 says; that is not what separates them.) Sinusoids stay in $[-1, 1]$; the
 # many frequencies, from fast to slow, give every position a distinct code (like the hands of a
 # clock); and for each frequency, the encoding of position $p + k$ is a fixed rotation of that of $p$,
 # so a relative offset is easy for attention to read from dot products.

@@ -211,10 +211,12 @@ _checks.check_PositionwiseFeedForward(globals())
 # one vector at a time: the cell below changes only the padding of a batch and compares.
 #
 # **Why residual connections?** A sub-layer computes $x + f(x)$, so its gradient with
-# respect to $x$ is $I + f'(x)$: the identity path carries the signal backwards through any
-# number of layers, where a plain stack multiplies many small Jacobians. The second half of
-# the cell measures the gradient that reaches the input of a deep stack, with and without
-# the residual path.
+# respect to $x$ is $I + f'(x)$: in a stack of such sub-layers with nothing else on the skip
+# path, like the toy stack below (no normalisation), the identity term carries the signal
+# backwards through any number of layers, where a plain stack multiplies many small
+# Jacobians. The second half of the cell measures the gradient that reaches the input of a
+# deep stack, with and without the residual path. (A real layer adds a normalisation; where
+# it sits decides whether that identity path stays clean: section 3.)
 #
 # **Exercise 2.** Write `layer_norm(x, weight, bias, eps=1e-5)` by hand (no built-in
 # normalisation), equal to `F.layer_norm(x, (D,), weight, bias, eps)`.
@@ -351,10 +353,14 @@ print(f"Notice: through 32 layers the plain stack passes {plain:.1e} of gradient
 #
 # $$x \leftarrow \mathrm{LayerNorm}\big(x + \mathrm{Dropout}(\mathrm{Sublayer}(x))\big)$$
 #
-# The residual path lets gradients and information pass straight through a deep stack;
-# the normalisation keeps each position's vector at a stable scale. This is the paper's
-# **post-LN** order. Many later models use **pre-LN**, `x + Sublayer(LayerNorm(x))`, which
-# trains more easily without warm-up (Xiong et al., 2020); `nn.TransformerEncoderLayer`
+# The residual connection lets each sub-layer learn a correction to its input and gives the
+# gradient a term that skips the sub-layer; the normalisation keeps each position's vector
+# at a stable scale. This is the paper's **post-LN** order, and in it the skip path is not
+# clean: every LayerNorm sits on it, so the signal passing back to the first layers is
+# rescaled by each normalisation on the way. **Pre-LN**, `x + Sublayer(LayerNorm(x))`,
+# used by many later models, moves the norm off the skip path and leaves a pure identity
+# path from the output to the input (notebook 08); that makes deep stacks more stable to
+# train and tolerant of higher learning rates (Xiong et al., 2020). `nn.TransformerEncoderLayer`
 # offers both (`norm_first`). Here we follow the paper.
 #
 # An encoder layer is self-attention (every source position attends to every non-padding
@@ -1106,7 +1112,8 @@ print("Notice: positions 0-3 did not move at all (change", f"{moved[:4].max():.1
 # weighted sum of their encodings. The decoder's self-attention reads only target tokens and the
 # feed-forward works on one position at a time, so the source enters only here. The weights decide
 # *which* part of the source each target position reads. Weights spread evenly still read the
-# source: they return the mean of the encoder's outputs, a summary of the whole sentence (each
+# source: they return the mean of the values, which are computed from every encoder output, a
+# summary of the whole sentence (each
 # encoded word already carries some context), so the decoder knows what the sentence is about but
 # not which word it is translating now. Weights peaked on one source word align the target word
 # with it.

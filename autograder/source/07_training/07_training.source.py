@@ -493,9 +493,15 @@ print("Notice: with ε > 0 each curve has a minimum below 1; with ε = 0 the los
 #
 # Start with `model.train()` (dropout on). Return the mean loss **per target token**:
 # batches hold different numbers of real labels, so weight each batch's mean loss by its
-# count of non-pad labels. On a GPU, wrap the forward pass in
-# `torch.autocast("cuda", dtype=torch.bfloat16)` (mixed precision: matrix products in
-# bf16, about twice as fast; bf16 keeps float32's range, so no loss scaling is needed).
+# count of non-pad labels. On a GPU whose tensor cores take bfloat16 (compute capability
+# 8.0 or higher: an A100, an L4, an H100, an RTX 30-series card or newer), wrap the forward
+# pass in `torch.autocast("cuda", dtype=torch.bfloat16)`: mixed precision, matrix products
+# in bf16, about twice as fast, and bf16 keeps float32's range, so no loss scaling is needed.
+# `torch.cuda.is_bf16_supported(including_emulation=False)` tells you. An older GPU (Colab's
+# free T4 is 7.5, a V100 7.0) has no bf16 units: PyTorch would emulate bf16 there, slower
+# than plain float32, so stay in float32; on a CPU, no autocast either (section 9 says why).
+# Part B checks which precision your loop trained in and says so if it differs from the
+# one this machine should use.
 #
 # **Exercise 5.** Write `train_epoch`.
 
@@ -1221,6 +1227,21 @@ print(f"configuration: {CONFIG.name} on {name}, {'bf16 mixed precision' if use_b
       + ("  [grading: Part B is skipped]" if GRADING else ""))
 print(asdict(CONFIG))
 
+
+def precision_notice(device_type: str, use_bf16: bool, seen: set[torch.dtype]) -> str | None:
+    """What to say when the logits your ``train_epoch`` produced (their dtypes, ``seen``) are not in the
+    precision this machine should train in (``use_bf16``: a GPU with bf16 tensor cores); None when they are."""
+    if device_type != "cuda" or not seen:
+        return None
+    if use_bf16 and torch.bfloat16 not in seen:
+        return ("Notice: your train_epoch ran the forward pass in float32 on a GPU with bf16 tensor cores: "
+                "about half the speed it could have (section 5: torch.autocast)")
+    if not use_bf16 and torch.bfloat16 in seen:
+        return ("Notice: your train_epoch autocast to bf16 on a GPU without bf16 tensor cores: PyTorch emulates "
+                "it there, slower than float32, so the 'float32' printed above no longer holds (section 5: enable "
+                "autocast only where torch.cuda.is_bf16_supported(including_emulation=False))")
+    return None
+
 # %% [markdown]
 # ## 10. The data
 #
@@ -1426,6 +1447,7 @@ if not GRADING:
     checkpoint.parent.mkdir(exist_ok=True)
 
     history, rates, best, recent = [], [], None, []  # recent: the last CONFIG.average evaluations' weights
+    precisions = set()  # the dtypes of the logits during training
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     start = time.monotonic()
@@ -1438,18 +1460,27 @@ if not GRADING:
         with tqdm(total=None if timed else len(train_loader), desc=f"round {evaluation}", unit="batch",
                   leave=False) as bar:
             rates += [scheduler.get_last_lr()[0]]  # the rate at the start of the round
-            # Your train_epoch runs the forward pass under autocast on a GPU (section 5); backward and
-            # the optimizer step stay outside it, as in PyTorch's mixed-precision recipe.
+            # Your train_epoch runs the forward pass under autocast on a GPU with bf16 (section 5); backward
+            # and the optimizer step stay outside it, as in PyTorch's mixed-precision recipe. The hook notes
+            # the logits' dtype, so that a loop in another precision than this machine's is named below.
+            hook = model.register_forward_hook(lambda module, inputs, logits: precisions.add(logits.dtype))
             train_loss = train_epoch(model, until(stop, batches, bar), optimizer, scheduler, loss_fn, device)
+            hook.remove()
+            batches_seen = bar.n
         minutes = (time.monotonic() - start) / 60  # training time only; evaluation is not counted
         val_loss = validation_loss(model, val_loader, LabelSmoothingLoss(0.1, ignore_index=PAD_ID))
         val_bleu = multi30k.bleu(translate(model, val_de), val_en)["cased"].score
         start += (time.monotonic() - start) - minutes * 60  # pause the clock while evaluating
         deadline = start + CONFIG.minutes * 60
         epochs = scheduler.last_epoch / len(train_loader)
-        label = f"step {scheduler.last_epoch} (epoch {epochs:.1f})" if timed else f"epoch {evaluation}"
+        # A round the time budget cut short is labelled so: its training loss is the mean of its few batches,
+        # late in training, not an epoch's mean like the rounds before it.
+        partial = not timed and batches_seen < len(train_loader)
+        label = (f"step {scheduler.last_epoch} (epoch {epochs:.1f})" if timed
+                 else f"epoch {evaluation}" + (f" (partial: {batches_seen} of {len(train_loader)} batches)" * partial))
         history.append({"evaluation": evaluation, "label": label, "epochs": epochs, "train_loss": train_loss,
-                        "val_loss": val_loss, "val_bleu": val_bleu, "minutes": minutes, "steps": scheduler.last_epoch})
+                        "val_loss": val_loss, "val_bleu": val_bleu, "minutes": minutes, "steps": scheduler.last_epoch,
+                        "partial": partial})
         if CONFIG.average > 1:  # copies on the CPU: a GPU's memory is for training
             recent = (recent + [{k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}])
             recent = recent[-CONFIG.average:]
@@ -1485,6 +1516,8 @@ if not GRADING:
     print(f"trained {train_minutes:.1f} minutes on {name}: {loss_fn.tokens:,} target tokens, {throughput:,.0f} "
           f"tokens/s; peak memory {memory}\nkept {best['label']} (lowest validation loss, "
           f"{best['val_loss']:.3f}): {checkpoint}")
+    if notice := precision_notice(device.type, use_bf16, precisions):
+        print(notice)
     if history[-1]["epochs"] < 1:  # a slow or busy machine: say what the figures below are worth
         print(f"Notice: in {train_minutes:.1f} minutes this machine made {history[-1]['steps']} steps, "
               f"{history[-1]['epochs']:.2f} of an epoch: the model has not yet seen every training pair once, "
@@ -1508,10 +1541,15 @@ if not GRADING:
     plt.tight_layout()
     plt.show()
     last = history[-1]
+    # Like with like: a partial round's training loss is the mean of a few late batches, so the training
+    # trend is read from whole epochs (or timed rounds) only.
+    whole = [h for h in history if not h["partial"] and h["evaluation"] >= best["evaluation"]]
+    falling = len(whole) > 1 and whole[-1]["train_loss"] < whole[0]["train_loss"]
     if last["val_loss"] > best["val_loss"] + 0.02:
         trend = (f"the validation loss was lowest after {best['label']} ({best['val_loss']:.3f}) and rose "
-                 f"after it, to {last['val_loss']:.3f}, while the training loss kept falling: the model began to "
-                 f"over-fit, so the rest of this notebook uses the weights kept at {best['label']}")
+                 f"after it, to {last['val_loss']:.3f}"
+                 + (", while the training loss kept falling: the model began to over-fit" if falling else "")
+                 + f", so the rest of this notebook uses the weights kept at {best['label']}")
     elif last is best:
         trend = (f"the validation loss was still falling at the end ({best['val_loss']:.3f}): no sign of "
                  "over-fitting yet, and more training would likely help")
@@ -1536,64 +1574,80 @@ if not GRADING:
 
 # %%
 if not GRADING:
-    scores = {}
-    for split, german, english in [("val", val_de, val_en), ("test_2016_flickr", test_de, test_en)]:
-        begin = time.monotonic()
-        hypotheses = translate(model, german)
-        seconds = time.monotonic() - begin
-        scores[split] = multi30k.bleu(hypotheses, english)
-        print(f"{split:>17}: BLEU {scores[split]['cased'].score:5.2f} cased, "
-              f"{scores[split]['lowercase'].score:5.2f} lowercase "
-              f"(BP {scores[split]['cased'].bp:.3f}; {len(german)} sentences in {seconds:.0f} s)")
-    print("sacreBLEU signature:", scores["test_2016_flickr"]["signature"])
-    print("                    ", scores["test_2016_flickr"]["signature_lc"])
-    print(f"configuration {CONFIG.name} on {name}: {train_minutes:.1f} min of training, "
-          f"{history[-1]['steps']} steps, {history[-1]['epochs']:.1f} epochs (kept {best['label']}), "
-          f"{throughput:,.0f} target tokens/s, peak memory {memory}")
+    begin = time.monotonic()
+    greedy_val = translate(model, val_de)
+    greedy_seconds = time.monotonic() - begin
+    greedy_score = multi30k.bleu(greedy_val, val_en)
+    print(f"val, greedy: BLEU {greedy_score['cased'].score:5.2f} cased, {greedy_score['lowercase'].score:5.2f} "
+          f"lowercase (BP {greedy_score['cased'].bp:.3f}; {len(val_de)} sentences in {greedy_seconds:.0f} s)")
 
 # %% [markdown]
 # **Greedy or beam?** The same model, decoded with your `beam_search` (beam size 4,
-# $\alpha = 0.6$, as in the paper) on the test set. *Predict first:* how many BLEU points
-# will the beam add, and how much longer will decoding take?
+# $\alpha = 0.6$, as in the paper), on the validation set: choosing a decoder is a choice
+# like any other, so it is made on validation sentences. *Predict first:* how many BLEU
+# points will the beam add, and how much longer will decoding take?
 
 # %%
 if not GRADING:
     from functools import partial
 
     beam = partial(beam_search, beam_size=4, length_penalty=0.6)
-    greedy_test, greedy_seconds = hypotheses, seconds  # the test split, decoded greedily above
     # A beam search can be slow (one row at a time, on a busy CPU): time it on a few sentences first
     # and decode as many as fit in BEAM_SECONDS, rather than lose every output to a cell's time limit.
-    BEAM_SECONDS, probe = 600, min(40, len(test_de))
+    BEAM_SECONDS, probe = 600, min(40, len(val_de))
     begin = time.monotonic()
-    translate(model, test_de[:probe], decode=beam)
-    estimate = (time.monotonic() - begin) * len(test_de) / probe
-    count = len(test_de) if estimate <= BEAM_SECONDS else max(probe, int(len(test_de) * BEAM_SECONDS / estimate))
-    if count < len(test_de):
-        print(f"Notice: beam search would take about {estimate / 60:.0f} minutes for all {len(test_de)} test "
+    translate(model, val_de[:probe], decode=beam)
+    estimate = (time.monotonic() - begin) * len(val_de) / probe
+    count = len(val_de) if estimate <= BEAM_SECONDS else max(probe, int(len(val_de) * BEAM_SECONDS / estimate))
+    if count < len(val_de):
+        print(f"Notice: beam search would take about {estimate / 60:.0f} minutes for all {len(val_de)} validation "
               f"sentences here, so it decodes the first {count}; greedy is scored on the same {count}.")
-        greedy_test, greedy_seconds = greedy_test[:count], seconds * count / len(test_de)
     begin = time.monotonic()
-    beam_test = translate(model, test_de[:count], decode=beam)
+    beam_val = translate(model, val_de[:count], decode=beam)
     beam_seconds = time.monotonic() - begin
-    beam_bleu = multi30k.bleu(beam_test, test_en[:count])
-    greedy_bleu = scores["test_2016_flickr"] if count == len(test_de) else multi30k.bleu(greedy_test, test_en[:count])
-    print(f"test_2016_flickr, cased BLEU: greedy {greedy_bleu['cased'].score:5.2f} in {greedy_seconds:.0f} s, "
+    beam_bleu = multi30k.bleu(beam_val, val_en[:count])
+    greedy_bleu = greedy_score if count == len(val_de) else multi30k.bleu(greedy_val[:count], val_en[:count])
+    greedy_part = greedy_seconds * count / len(val_de)
+    print(f"val, cased BLEU: greedy {greedy_bleu['cased'].score:5.2f} in {greedy_part:.0f} s, "
           f"beam 4 {beam_bleu['cased'].score:5.2f} in {beam_seconds:.0f} s "
           f"(lowercase {greedy_bleu['lowercase'].score:.2f} and {beam_bleu['lowercase'].score:.2f})")
-    changed = sum(g != b for g, b in zip(greedy_test, beam_test, strict=True))
+    changed = sum(g != b for g, b in zip(greedy_val, beam_val, strict=False))
     print(f"Notice: beam search changed {changed} of {count} translations and moved BLEU by "
-          f"{beam_bleu['cased'].score - greedy_bleu['cased'].score:+.2f}, at {beam_seconds / greedy_seconds:.1f}x "
+          f"{beam_bleu['cased'].score - greedy_bleu['cased'].score:+.2f}, at {beam_seconds / greedy_part:.1f}x "
           "the decoding time.")
+    # The decoder for the test set: beam where it scored higher and can decode every sentence in time.
+    chosen = "beam 4" if beam_bleu["cased"].score > greedy_bleu["cased"].score and count == len(val_de) else "greedy"
+    print(f"chosen on the validation set: {chosen}")
 
 # %% [markdown]
-# A few test sentences (the first is easy, the others less so):
+# **The test set, once.** Every choice so far (the configuration, the checkpoint, the
+# decoder) was made on the validation set. The test set, test_2016_flickr, is decoded now,
+# once, with the chosen decoder: a test set that has been used to choose no longer measures
+# how the choice does on sentences it has never seen.
 
 # %%
 if not GRADING:
-    for i in sorted({min(i, count - 1) for i in (0, 13, 42, 99)}):  # a short test set has fewer
-        print(f"de:        {test_de[i]}\nreference: {test_en[i]}\ngreedy:    {greedy_test[i]}\n"
-              f"beam 4:    {beam_test[i]}\n")
+    begin = time.monotonic()
+    test_hypotheses = translate(model, test_de, decode=beam if chosen == "beam 4" else None)
+    seconds = time.monotonic() - begin
+    test_score = multi30k.bleu(test_hypotheses, test_en)
+    print(f"test_2016_flickr, {chosen}: BLEU {test_score['cased'].score:5.2f} cased, "
+          f"{test_score['lowercase'].score:5.2f} lowercase "
+          f"(BP {test_score['cased'].bp:.3f}; {len(test_de)} sentences in {seconds:.0f} s)")
+    print("sacreBLEU signature:", test_score["signature"])
+    print("                    ", test_score["signature_lc"])
+    print(f"configuration {CONFIG.name} on {name}: {train_minutes:.1f} min of training, "
+          f"{history[-1]['steps']} steps, {history[-1]['epochs']:.1f} epochs (kept {best['label']}), "
+          f"{throughput:,.0f} target tokens/s, peak memory {memory}")
+
+# %% [markdown]
+# A few validation sentences (the first is easy, the others less so):
+
+# %%
+if not GRADING:
+    for i in sorted({min(i, count - 1) for i in (0, 13, 42, 99)}):  # a short validation run has fewer
+        print(f"de:        {val_de[i]}\nreference: {val_en[i]}\ngreedy:    {greedy_val[i]}\n"
+              f"beam 4:    {beam_val[i]}\n")
 
 # %% [markdown]
 # **Teacher forcing against free running.** In training the decoder always sees the
@@ -1604,30 +1658,32 @@ if not GRADING:
 # anything it was trained on, so one error may lead to more. Scheduled sampling (Bengio et al.,
 # 2015) and sequence-level training are attempts to close that gap.
 #
-# Below, the same model on the same test sentences, two curves over the target positions:
-# (a) how often the model's most likely next token is the reference's, given the reference
-# prefix; (b) how often the token greedy decoding wrote at that position is the reference's
-# token at the *same* position. *Predict first:* how far apart will the two curves be at
-# position 10?
+# Below, the same model on the same validation sentences, three curves over the target
+# positions: (a) how often the model's most likely next token is the reference's, given the
+# reference prefix; (b) how often the token greedy decoding wrote at that position is the
+# reference's token at the *same* position; (c) how many greedy outputs still agree with the
+# reference at every position up to that one (they have not yet left it). *Predict first:*
+# how far apart will (a) and (b) be at position 10?
 #
 # Read (b) for what it is: **position-by-position agreement** with one reference, not a
 # measure of exposure bias. One inserted or dropped token shifts every later position, so a
 # translation that says nearly the same words one place later scores nothing from there on:
 # "A man sitting at a table." against the reference "Man sitting at a table." agrees at none
-# of the reference's six positions. A different word is not always a wrong one either. The gap between
-# the curves therefore mixes errors that compound after a slip with misalignment and with
-# valid rewordings, and the row printed under the plot shows how much misalignment alone can
-# cost. To measure exposure bias itself, change only the prefix and keep the position:
-# compare the model's loss on the reference's continuation after a prefix it generated with
-# its loss after the reference prefix of the same length, or find the first position at which
-# the greedy output leaves the reference. BLEU, which counts matching n-grams wherever they
-# stand, is the better score of whole translations.
+# of the reference's six positions. A different word is not always a wrong one either. The
+# gap between (a) and (b) therefore mixes errors that compound after a slip with misalignment
+# and with valid rewordings. Curve (c) is the first position at which the greedy output
+# leaves the reference, seen over many sentences: it can only fall, and where it falls is
+# where free running first parts from the reference (a rewording counts as a departure too).
+# To measure exposure bias itself, change only the prefix and keep the position: compare
+# the model's loss on the reference's continuation after a prefix it generated with its loss
+# after the reference prefix of the same length. BLEU, which counts matching n-grams wherever
+# they stand, is the better score of whole translations.
 
 # %%
 if not GRADING:
-    count = min(500, len(test_de))
-    src = multi30k.pad([ids[:127] + [EOS_ID] for ids in tokenizer.encode(test_de[:count])]).to(device)
-    tgt = multi30k.pad([[BOS_ID] + ids[:126] + [EOS_ID] for ids in tokenizer.encode(test_en[:count])]).to(device)
+    count = min(500, len(val_de))
+    src = multi30k.pad([ids[:127] + [EOS_ID] for ids in tokenizer.encode(val_de[:count])]).to(device)
+    tgt = multi30k.pad([[BOS_ID] + ids[:126] + [EOS_ID] for ids in tokenizer.encode(val_en[:count])]).to(device)
     decoder_input, labels = make_teacher_forcing_batch(tgt, PAD_ID)  # labels: (count, T)
     model.eval()
     with torch.no_grad(), autocast():
@@ -1639,22 +1695,33 @@ if not GRADING:
     positions = int((real.sum(dim=0) >= reach).sum())  # positions that enough references reach to average
     forced_hits = ((forced == labels) & real).sum(dim=0)[:positions] / real.sum(dim=0)[:positions]
     free_hits = ((free == labels) & real).sum(dim=0)[:positions] / real.sum(dim=0)[:positions]
+    # (c): agreeing at every position so far; a reference that has ended counts as agreed with there.
+    still = ((free == labels) | ~real).int().cumprod(dim=1).bool() & real
+    still_on = still.sum(dim=0)[:positions] / real.sum(dim=0)[:positions]
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
-    ax.plot(range(1, positions + 1), forced_hits.cpu(), marker=".", label="given the reference prefix (teacher forcing)")
-    ax.plot(range(1, positions + 1), free_hits.cpu(), marker=".", label="given its own prefix (greedy decoding)")
-    ax.set(xlabel="target position", ylabel="next token = reference", ylim=(0, 1),
-           title=f"The same model, {count} test sentences")
+    ax.plot(range(1, positions + 1), forced_hits.cpu(), marker=".",
+            label="(a) next token, given the reference prefix (teacher forcing)")
+    ax.plot(range(1, positions + 1), free_hits.cpu(), marker=".",
+            label="(b) greedy output's token at this position")
+    ax.plot(range(1, positions + 1), still_on.cpu(), marker=".", linestyle="--",
+            label="(c) greedy output still equal to the reference so far")
+    ax.set(xlabel="target position", ylabel="share equal to the reference's token", ylim=(0, 1),
+           title=f"The same model, {count} validation sentences")
     ax.legend(fontsize=8)
     plt.tight_layout()
     plt.show()
     at = min(10, positions)
-    print(f"Notice: at position {at}, {forced_hits[at - 1]:.0%} of the next tokens match the reference when the "
-          f"model is given the reference prefix, and {free_hits[at - 1]:.0%} when it continues its own. At "
-          f"position 1 both see only <bos>: {forced_hits[0]:.0%} and {free_hits[0]:.0%}.")
+    print(f"Notice: at position {at}, the most likely next token given the reference prefix is the reference's in "
+          f"{forced_hits[at - 1]:.0%} of sentences; greedy decoding's token at that position is the reference's "
+          f"in {free_hits[at - 1]:.0%}; and {still_on[at - 1]:.0%} of the greedy outputs still equal the reference "
+          f"at every position up to it. At position 1 both see only <bos>: {forced_hits[0]:.0%} and "
+          f"{free_hits[0]:.0%}.")
     pieces = lambda ids: " ".join(tokenizer.id_to_piece(i) for i in ids if i not in (PAD_ID, EOS_ID))  # noqa: E731
     row = min(13, count - 1)
+    left = int((~still[row] & real[row]).nonzero()[0, 0]) + 1 if (~still[row] & real[row]).any() else None
     print(f"\nreference:        {pieces(labels[row].tolist())}\nteacher-forced:   {pieces(forced[row][real[row]].tolist())}"
-          f"\nits own (greedy): {pieces(free[row].tolist())}")
+          f"\nits own (greedy): {pieces(free[row].tolist())}\n"
+          + (f"greedy leaves the reference at position {left}" if left else "greedy never leaves the reference"))
 
 # %% [markdown]
 # ## 13. Decoding faster: caching keys and values

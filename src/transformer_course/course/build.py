@@ -101,6 +101,8 @@ def release(repo: Repo, course_dir: Path, work: Path) -> None:
         released = target / f"{assignment.notebook}.ipynb"
         nb = nbformat.read(released, as_version=4)
         released.write_text(nbformat.writes(nb) + "\n")
+    # The students' guide to the release (how to work, and how to grade a notebook yourself: `check`).
+    _write_if_changed(course_dir / "README.md", (repo.source / "README.md").read_text())
 
 
 def solution_notebook(assignment: Assignment) -> nbformat.NotebookNode:
