@@ -342,6 +342,32 @@ def test_07_chooses_its_configuration_by_compute_capability(repo):
     assert "device = torch.device(\"cuda\" if capability is not None else \"cpu\")" in cell  # on the GPU either way
 
 
+def test_07_names_a_training_loop_in_another_precision_than_the_machines(repo):
+    """Part B notes the dtype of the logits a student's train_epoch produced (a forward hook) and names a
+    loop that autocasts to bf16 on a GPU without bf16 tensor cores (a T4), or stays in float32 on one with
+    them. The function is the executed solution's own; the dtypes come from a real forward pass."""
+    import torch
+
+    nb = nbformat.read(repo.root / "solutions" / "07_training.ipynb", as_version=4)
+    cell = next(c.source for c in nb.cells if c.cell_type == "code" and "def precision_notice" in c.source)
+    namespace: dict = {"torch": torch}
+    exec(cell[cell.index("def precision_notice"):], namespace)
+    notice = namespace["precision_notice"]
+    model, seen = torch.nn.Linear(4, 4), {"autocast": set(), "float32": set()}
+    for kind in seen:
+        hook = model.register_forward_hook(lambda module, inputs, logits, kind=kind: seen[kind].add(logits.dtype))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=kind == "autocast"):
+            model(torch.ones(2, 4))
+        hook.remove()
+    assert seen == {"autocast": {torch.bfloat16}, "float32": {torch.float32}}, seen
+    assert "without bf16 tensor cores" in notice("cuda", False, seen["autocast"])  # a T4 told to autocast
+    assert "float32 on a GPU with bf16 tensor cores" in notice("cuda", True, seen["float32"])
+    assert notice("cuda", True, seen["autocast"]) is None and notice("cuda", False, seen["float32"]) is None
+    assert notice("cpu", False, seen["autocast"]) is None  # a CPU's autocast is the caller's (section 9)
+    assert "precision_notice(device.type, use_bf16, precisions)" in next(
+        c.source for c in nb.cells if c.cell_type == "code" and "train_epoch(model, until(" in c.source)
+
+
 def test_the_release_tells_students_how_to_check_and_its_example_is_the_graders_output(repo):
     """course/README.md (from autograder/source/README.md) says how to run `check` on a machine and in
     Colab, and its example is what `check` prints for a softmax that shifts and sums over the wrong axes:
