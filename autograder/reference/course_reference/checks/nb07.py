@@ -564,12 +564,15 @@ BPE_CORPORA = [
     ({"nanan": 63, "ca": 73, "bababa": 35, "ccaaan": 53, "bcbbaa": 20, "nanbcc": 50, "dd": 27, "aa": 58, "ba": 40}, 10),
     ({"low": 12, "lower": 9, "lowest": 5, "newer": 9, "newest": 4, "wider": 4}, 5),
     ({"ab": 3, "b": 2}, 5),  # runs out of pairs after 2 merges
+    # The last of its 6 merges, ('t', 'ie</w>'), is a pair seen once ("tie" occurs once): a search that
+    # stops when the best pair is that rare (subword-nmt's default min_frequency of 2) stops one short.
+    ({"lie": 11, "die": 6, "we": 10, "tie": 1}, 8),
 ]
 
 
 def _bpe_variant(word_counts: dict[str, int], num_merges: int, marker: bool = True, weighted: bool = True,
                  first_only: bool = False, string_replace: bool = False,
-                 once_per_word: bool = False) -> list[tuple[str, str]]:
+                 once_per_word: bool = False, min_count: int = 1) -> list[tuple[str, str]]:
     """learn_bpe with one known mistake switched on, to name it."""
     vocab = {tuple(word) + ((ref.END_OF_WORD,) if marker else ()): count for word, count in word_counts.items()}
     merges: list[tuple[str, str]] = []
@@ -582,6 +585,8 @@ def _bpe_variant(word_counts: dict[str, int], num_merges: int, marker: bool = Tr
         if not pairs:
             break
         best = max(pairs, key=pairs.__getitem__)
+        if pairs[best] < min_count:
+            break
         merges.append(best)
         merged: dict[tuple[str, ...], int] = {}
         for symbols, count in vocab.items():
@@ -623,6 +628,8 @@ def check_learn_bpe(ns: dict[str, Any]) -> None:
             "the merge joins the pair's text across symbol boundaries (a string replace on the joined "
             "symbols); merge only where two whole symbols form the pair": {"string_replace": True},
             "a pair that occurs twice in a word is counted once; count every occurrence": {"once_per_word": True},
+            "merging stopped when the most frequent pair occurs only once; keep merging while any pair is "
+            "left, up to num_merges, even a pair seen once": {"min_count": 2},
         }
         for description, switch in mistakes.items():
             if got == _bpe_variant(word_counts, num_merges, **switch):
@@ -732,7 +739,10 @@ class _Lookup(torch.nn.Module):
 class _Endless(torch.nn.Module):
     """``[eos]`` is the best hypothesis after one step, and every other one goes on forever (its
     next token is almost certain, <eos> almost impossible): only the ``max_len`` bound ends the search.
-    Asked to extend hypotheses that already hold ``max_len`` tokens, it says so."""
+    Asked to extend hypotheses that already hold ``max_len`` tokens, it says so.
+
+    ``[eos]`` (log 0.7) leads ``[x, ...]`` (log 0.3, then steps of log-probability 0 in float32) by
+    0.85 at every step: with a tie there, the answer would depend on the order of the beam's slots."""
 
     X = 5
 
@@ -755,7 +765,7 @@ class _Endless(torch.nn.Module):
         logits = torch.full((b, t, self.vocab), -30.0)
         logits[..., self.X] = 0.0
         logits[..., EOS] = -20.0
-        logits[:, 0, EOS] = logits[:, 0, self.X] = math.log(0.5)
+        logits[:, 0, EOS], logits[:, 0, self.X] = math.log(0.7), math.log(0.3)
         return logits
 
 
@@ -906,8 +916,9 @@ def check_beam_search(ns: dict[str, Any]) -> None:
     assert_matches(_trim(beam(endless, src, 6, BOS, EOS, beam_size=2, length_penalty=0.0)), expected,
                    "beam_search(max_len=6, beam_size=2, length_penalty=0.0) where the best hypothesis is finished "
                    "after one step and the others never finish",
-                   hint=f"End the search at max_len tokens even while the best hypothesis is a finished one "
-                        f"({SECTION_BEAM}).")
+                   hint=f"The finished one-token hypothesis scores best here and no other ever finishes: carry it "
+                        f"over unchanged while the others grow, end the search when they hold max_len tokens, "
+                        f"and return the best kept hypothesis, finished or not ({SECTION_BEAM}).")
     # beam_size=1 is greedy decoding, on a small random Transformer.
     gen = generator(707)
     transformer = Transformer(11, 13, d_model=16, num_heads=2, num_layers=2, d_ff=32, dropout=0.0, pad_id=PAD).eval()
