@@ -957,7 +957,8 @@ def learn_bpe(word_counts: dict[str, int], num_merges: int) -> list[tuple[str, s
 
     Returns:
         The merges in the order learned, each a pair of symbols such as ``("e", "s")``;
-        fewer than ``num_merges`` when every word has become one symbol.
+        fewer than ``num_merges`` only when every word has become one symbol (a pair seen once is
+        still merged).
     """
     ### BEGIN SOLUTION
     corpus = {tuple(word) + ("</w>",): count for word, count in word_counts.items()}
