@@ -4,18 +4,35 @@ no link, no special file, no path out of the destination, no more bytes than the
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 import os
 import stat
 import struct
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from transformer_course.cli import main
-from transformer_course.instructors.collect import Caps, CollectError, collect, copy_capped, detect, safe_path
+from transformer_course.instructors.collect import (
+    CANVAS_LATE,
+    CANVAS_ON_TIME,
+    MOODLE_NO_TIME,
+    Caps,
+    CollectError,
+    collect,
+    copy_capped,
+    detect,
+    read_times,
+    safe_path,
+)
+from transformer_course.instructors.deadlines import submitted_at
+from transformer_course.lms import times
 
 from .conftest import GRADING_TIMEOUT
 
@@ -295,3 +312,133 @@ def test_collected_canvas_zip_is_graded(repo, tmp_path):
     rows = list(csv.DictReader((out / "grades.csv").open()))
     assert [(r["student_id"], r["assignment"], r["score"], r["max_score"], r["status"]) for r in rows] == [
         ("12345", A, "11", "11", "graded")]
+
+
+# -- hand-in times without the LMS's API (the module docstring's order) ----------------------------------
+
+DUE = "2026-11-23T18:00:00+01:00"
+DOWNLOADED = (2026, 11, 24, 3, 1, 0)  # the zip's entry times: when Canvas or Moodle made it, 9 h after DUE
+
+
+def dated_zip(path: Path, members: dict[str, bytes], when: tuple = DOWNLOADED) -> Path:
+    """A zip whose entries carry ``when``, as Canvas's (rubyzip's DOSTime.now) and Moodle's do: the download's time."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(zipfile.ZipInfo(name, when), data)
+    return path
+
+
+def lateness(into: Path, students: list[str], due: str = DUE):
+    """Each hand-in's lateness as `grade` works it out (deadlines.apply), with a fixed penalty."""
+    from transformer_course.grading.grade import ExerciseResult, SubmissionResult
+    from transformer_course.instructors.deadlines import apply, load
+
+    deadlines = load(None, due, policy="fixed", points=2)
+    results = [SubmissionResult(s, A, "graded", exercises=[ExerciseResult("softmax", 9.0, 11.0)]) for s in students]
+    where = {(s, A): (into / s / A, next((into / s / A).glob("*.ipynb"), None)) for s in students}
+    apply(results, where, deadlines, now=dt.datetime(2027, 1, 1, tzinfo=dt.UTC))
+    return {r.student_id: r for r in results}
+
+
+@pytest.fixture
+def canvas_class(tmp_path):
+    """A Canvas download of four, made 9 h after the due date: an accented name (Canvas keeps letters of
+    any script), a resubmission (renamed -1 by Canvas), a LATE flag, a timestamp.txt handed in."""
+    return dated_zip(tmp_path / "submissions.zip", {
+        f"lópezjosé_10001_501_{A}.ipynb": NOTEBOOK,
+        f"müllerjürgen_10002_502_{A}-1.ipynb": NOTEBOOK,
+        f"turingalan_LATE_10003_503_{A}.ipynb": NOTEBOOK,
+        f"ngozichiamaka_10004_504_{A}.ipynb": NOTEBOOK,
+        "ngozichiamaka_10004_505_timestamp.txt": b"2026-11-01T00:00:00+00:00",
+    })
+
+
+def test_a_canvas_download_makes_nobody_on_time_late(canvas_class, tmp_path, capsys):
+    into = tmp_path / "class" / "submitted"
+    assert main(["collect", str(canvas_class), "--assignment", "01", "--into", str(into)]) == 0
+    out = capsys.readouterr().out
+    assert "10004_505_timestamp.txt (timestamp.txt handed in by the student" in out
+    assert not (into / "10004" / A / "timestamp.txt").exists()
+    rows = lateness(into, ["10001", "10002", "10003", "10004"])
+    for student in ("10001", "10002", "10004"):  # the archive's times (9 h after the due date) are not taken
+        r = rows[student]
+        assert (r.late_by, r.late_penalty, r.final_score, r.reason) == (0.0, 0.0, 9.0, "")
+        assert r.late_note == "on time: Canvas did not mark it LATE (its download holds no submission time)"
+    late = rows["10003"]  # LATE with no time: flagged to be checked, no penalty guessed
+    assert (late.late_by, late.late_penalty, late.submitted_at) == (0.0, 0.0, "")
+    assert late.reason.startswith("hand-in time: late, time unknown: Canvas marked it LATE")
+    assert times.source_of(into, "10003", A) == CANVAS_LATE
+    assert times.source_of(into, "10001", A) == CANVAS_ON_TIME
+    names = {r["student_id"]: r["name"] for r in csv.DictReader((into.parent / "students.csv").open())}
+    assert names["10001"] == "lópezjosé" and names["10002"] == "müllerjürgen"
+
+
+def test_times_from_a_file_win_over_the_download(canvas_class, tmp_path, capsys):
+    into = tmp_path / "class" / "submitted"
+    given = tmp_path / "canvas times.csv"
+    given.write_text("\ufeffstudent_id,assignment,submitted_at,comment\n"
+                     "10003,01,2026-11-24T01:30:00+01:00,LATE by 7.5 h\n"
+                     f"10001,{A},2026-11-23T16:59:59Z,\n"
+                     "99999,01,2026-11-23T12:00:00+00:00,not in the download\n", encoding="utf-8")
+    assert main(["collect", str(canvas_class), "--assignment", "01", "--into", str(into), "--times", str(given)]) == 0
+    out = capsys.readouterr().out
+    assert "hand-in times: --times canvas times.csv: 10001, 10003" in out
+    assert "no hand-in collected for 1 of its rows: 99999/01_self_attention" in out
+    rows = lateness(into, ["10001", "10002", "10003"])
+    assert (rows["10003"].late_by, rows["10003"].late_penalty, rows["10003"].final_score) == (7.5, 2.0, 7.0)
+    assert rows["10003"].late_note == "time from --times canvas times.csv" and rows["10003"].reason == ""
+    assert (rows["10001"].late_by, rows["10001"].submitted_at) == (0.0, "2026-11-23T17:59:59+01:00")
+    assert rows["10002"].late_note.startswith("on time: Canvas")  # not in the file: Canvas's flag decides
+
+
+def test_a_moodle_download_has_no_time_and_says_so(tmp_path):
+    source = dated_zip(tmp_path / "moodle.zip", {
+        f"Zoë Ångström_301_assignsubmission_file/{A}.ipynb": NOTEBOOK,
+        "Zoë Ångström_301_assignsubmission_file/timestamp.txt": b"2026-11-01T00:00:00Z",
+        f"Émile Zola_302_assignsubmission_file/{A}.ipynb": NOTEBOOK})
+    into = tmp_path / "submitted"
+    report = collect(source, A, into)
+    assert report.times == {MOODLE_NO_TIME: ["301", "302"]}
+    rows = lateness(into, ["301", "302"])
+    assert all((r.late_by, r.late_penalty) == (0.0, 0.0) for r in rows.values())
+    assert rows["301"].reason.startswith("hand-in time: time unknown: moodle download: no time")
+
+
+def test_a_bad_times_file_names_every_bad_row_and_collects_nothing(canvas_class, tmp_path, capsys):
+    given = tmp_path / "times.csv"
+    given.write_text("student_id,assignment,submitted_at\n"
+                     "10001,01,2026-11-23T18:00:00\n"  # no offset
+                     "10002,09_nothing,2026-11-23T18:00:00Z\n"
+                     "../x,01,2026-11-23T18:00:00Z\n"
+                     "10003,01,yesterday\n"
+                     "\n"
+                     "10004,01,2026-11-23T18:00:00Z\n"
+                     f"10004,{A},2026-11-23T19:00:00Z\n")
+    into = tmp_path / "submitted"
+    assert main(["collect", str(canvas_class), "--assignment", "01", "--into", str(into), "--times", str(given)]) == 1
+    err = capsys.readouterr().err
+    assert "5 bad rows, nothing collected" in err
+    for said in ("line 2: submitted_at '2026-11-23T18:00:00' has no offset", "line 3: assignment '09_nothing'",
+                 "line 4: student_id '../x'", "line 5: submitted_at 'yesterday' is not ISO 8601",
+                 "line 8: 10004/01_self_attention is on line 7 already"):
+        assert said in err
+    assert not into.exists()
+    given.write_text("id,when\n")
+    with pytest.raises(CollectError, match="no column student_id, assignment, submitted_at"):
+        read_times(given, [A])
+
+
+@settings(max_examples=40, deadline=None)
+@given(when=st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2099, 12, 31)),
+       minutes=st.integers(-14 * 60 + 1, 14 * 60 - 1), zulu=st.booleans())
+def test_a_time_in_any_offset_is_the_instant_the_grader_reads(when, minutes, zulu):
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        aware = when.replace(tzinfo=dt.timezone(dt.timedelta(minutes=minutes)))
+        text = aware.astimezone(dt.UTC).isoformat().replace("+00:00", "Z") if zulu else aware.isoformat()
+        (root / "t.csv").write_text(f"student_id,assignment,submitted_at\n10001,01,{text}\n")
+        into = root / "submitted"
+        collect(write_zip(root / "c.zip", {f"x_10001_1_{A}.ipynb": NOTEBOOK}), A, into,
+                times=read_times(root / "t.csv", [A]), times_source="--times t.csv")
+        found = submitted_at(into / "10001" / A, into / "10001" / A / f"{A}.ipynb")
+        assert found == (aware, "time from --times t.csv", "")

@@ -14,7 +14,7 @@ The layouts (``--layout``, else detected from the names in the source):
     always holds the name, so a name of digits (``12345_67890_...``) stays a name and ``67890`` the id.
     A resubmitted file keeps the name Canvas gave it (``01_x-1.ipynb``).
     The student id is the user id; only the prefix is stripped from the file's name. ``LATE`` is
-    Canvas's flag, not a time: it goes to ``students.csv``, and no ``timestamp.txt`` is written.
+    Canvas's flag, not a time: it goes to ``students.csv`` and decides the hand-in's time (below).
 ``moodle``
     Moodle's "Download all submissions" zip (mod/assign, ``classes/downloader.php``
     ``get_student_prefix`` and ``load_submissionplugin_filelist``): a folder per student and plugin,
@@ -29,6 +29,26 @@ The layouts (``--layout``, else detected from the names in the source):
     A zip or tar (or a folder) already in nbgrader's layout, ``<student_id>/<assignment>/<files>``,
     perhaps under one top folder: this assignment's folders are copied as they are (``timestamp.txt``
     included).
+
+Hand-in times (``times.csv`` beside ``students.csv``, see :mod:`transformer_course.lms.times`; the
+grader's ``submitted_at`` reads them). Neither LMS's download holds a submission time: Canvas's
+``ContentZipper`` writes each entry through rubyzip's ``get_output_stream`` without a time, so the entry
+gets rubyzip's default, ``Zip::DOSTime.now`` (rubyzip lib/zip/entry.rb): the moment the zip was made;
+Moodle's ``downloader::download_zip`` calls ``add_file_from_stored_file`` without a time, and its
+``zip_writer`` then stamps the current time too (core_files ``archive_writer``). An archive's times are
+therefore never taken (taking them made every student of a download made 9 hours after the due date
+9 hours late). In this order, per hand-in:
+
+1. ``--times FILE.csv`` (:func:`read_times`): its time, wherever it came from (the LMS's API, a
+   gradebook, the instructor); source ``--times <file>``.
+2. ``canvas``: not marked ``LATE`` by Canvas: on time (Canvas compared the submission with its due
+   date), source :data:`CANVAS_ON_TIME`, no time; marked ``LATE``: late, time unknown, source
+   :data:`CANVAS_LATE`: the grader flags it to be checked by hand and takes no penalty.
+3. ``moodle``: time unknown, source :data:`MOODLE_NO_TIME`: flagged, no penalty.
+4. ``nbgrader``: the hand-in's own ``timestamp.txt`` (nbgrader's exchange); ``classroom``: none.
+
+A ``timestamp.txt`` among a Canvas, Moodle or Classroom hand-in's files is the student's, not the LMS's:
+it is skipped (the grader would take it for the hand-in time).
 
 Safety: nothing but regular files is written. Symbolic and hard links are skipped, special files
 (devices, fifos) refused, a path that is absolute, has ``..`` or a drive letter is refused. Written
@@ -73,7 +93,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.grading.atomic import atomic_write
+from transformer_course.grading.spreadsheet import csv_text, original, read_rows
+from transformer_course.lms import times as lms_times
 
 LAYOUTS = ("canvas", "moodle", "classroom", "nbgrader")
 STUDENTS_CSV = "students.csv"
@@ -87,6 +109,14 @@ CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?(?P<uid>anon_[A-Za-z0-9]+)_(?P<fid>\
 # Moodle: <name>_<participant id>_assignsubmission_<plugin>[_]/<path> or ..._assignsubmission_<plugin>_<file>.
 MOODLE = re.compile(r"^(?P<name>[^/_]*)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)"
                     r"(?:_?/(?P<inner>.+)|_(?P<flat>[^/]+))$")
+# The source, in times.csv, of a hand-in whose download decides its lateness without a time (see the
+# module docstring); the grader (deadlines.submitted_at) reads these three words.
+CANVAS_ON_TIME = "canvas download: not marked LATE"
+CANVAS_LATE = "canvas download: marked LATE, no time"
+MOODLE_NO_TIME = "moodle download: no time"
+TIMELESS = (CANVAS_ON_TIME, CANVAS_LATE, MOODLE_NO_TIME)
+TIMES_COLUMNS = ("student_id", "assignment", "submitted_at")
+STAMP = "timestamp.txt"
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -116,6 +146,7 @@ class Report:
     late: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
     refused_students: dict[str, list[str]] = field(default_factory=dict)
+    times: dict[str, list[str]] = field(default_factory=dict)  # a time's source -> the hand-ins it decides
 
     def refuse(self, student: str, reasons: list[str]) -> None:
         """``student``'s hand-in is not written, for ``reasons``."""
@@ -128,9 +159,10 @@ class Report:
             lines.append(f"collected {len(self.collected)} student{'s' * (len(self.collected) != 1)} for "
                          f"{self.assignment}: " + ", ".join(f"{s} ({len(f)} file{'s' * (len(f) != 1)})"
                                                              for s, f in sorted(self.collected.items())))
-        if self.late:
-            lines.append(f"marked LATE by Canvas (a flag, not a time: no timestamp.txt written): "
-                         f"{', '.join(sorted(self.late))}")
+        for source, hand_ins in sorted(self.times.items()):
+            # Canvas's LATE flag is not a time: the grader flags these to be checked, with no penalty
+            why = " (late, time unknown: check by hand, or give --times)" if source == CANVAS_LATE else ""
+            lines.append(f"hand-in times: {source}{why}: {', '.join(sorted(hand_ins))}")
         if self.refused_students:
             lines.append(f"refused {len(self.refused_students)} student{'s' * (len(self.refused_students) != 1)}"
                          " (nothing written for them):")
@@ -341,6 +373,9 @@ def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: 
             student = match["uid"]
             if match["late"]:
                 plan.late.add(student)
+            if match["file"] == STAMP:
+                report.skipped.append(f"{path} ({STAMP} handed in by the student: the time is Canvas's)")
+                continue
             plan.add(student, match["file"], member, report, name=match.groupdict().get("name"))
     elif layout == "moodle":
         for path, member in members:
@@ -350,6 +385,9 @@ def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: 
                 continue
             if match["plugin"] != "file":
                 report.skipped.append(f"{path} (Moodle's {match['plugin']} submission, not a file)")
+                continue
+            if (match["inner"] or match["flat"]) == STAMP:
+                report.skipped.append(f"{path} ({STAMP} handed in by the student: not a time Moodle gave)")
                 continue
             plan.add(match["pid"], match["inner"] or match["flat"], member, report, name=match["name"])
     elif layout == "classroom":
@@ -477,16 +515,19 @@ def resolve_assignment(name: str, known: list[str]) -> str:
 
 
 def collect(source: Path, assignment: str, into: Path, layout: str | None = None, replace: bool = False,
-            caps: Caps = Caps(), prefix: str | None = None) -> Report:
+            caps: Caps = Caps(), prefix: str | None = None,
+            times: dict[tuple[str, str], dt.datetime] | None = None, times_source: str = "--times") -> Report:
     """Unpacks ``source`` into ``into/<student_id>/<assignment>/``; what was done, skipped and refused.
 
     A student's hand-in is written whole or not at all (see :func:`_collect_hand_in`); one student's
-    problem is that student's refusal, in ``report.refused_students``.
+    problem is that student's refusal, in ``report.refused_students``. Each collected hand-in's time
+    is decided in the module docstring's order: ``times`` (``(student_id, assignment) -> aware time``,
+    from :func:`read_times`; source ``times_source``) first, then what the layout says.
 
     Raises:
         CollectError: the source is missing or not an archive or folder, no layout fits it, the hand-ins
-            together are over a total cap, ``into`` (or the folder of ``students.csv``) cannot be written,
-            or nothing at all was collected (the report's lines are in the message).
+            together are over a total cap, ``into`` (or the folder of ``students.csv`` and ``times.csv``)
+            cannot be written, or nothing at all was collected (the report's lines are in the message).
     """
     if not source.exists():
         raise CollectError(f"{source} does not exist")
@@ -520,7 +561,103 @@ def collect(source: Path, assignment: str, into: Path, layout: str | None = None
         _write_students(into.parent / STUDENTS_CSV, layout, report)
     if not report.collected:
         raise CollectError(f"nothing collected for {assignment} from {source}\n{report.summary()}")
+    _record_times(into, assignment, layout, report, times or {}, times_source)
     return report
+
+
+def _record_times(into: Path, assignment: str, layout: str, report: Report,
+                  given: dict[tuple[str, str], dt.datetime], source: str) -> None:
+    """Each collected hand-in's time and its source into ``times.csv`` (and ``timestamp.txt``), in the
+    module docstring's order: ``given`` (``--times``) first, then the layout's verdict without a time.
+
+    Raises:
+        CollectError: ``times.csv`` is not the one lms.times writes, or cannot be written.
+    """
+    verdicts = {}
+    for student in report.collected:
+        if layout == "canvas":
+            verdicts[student, assignment] = CANVAS_LATE if student in report.late else CANVAS_ON_TIME
+        elif layout == "moodle":
+            verdicts[student, assignment] = MOODLE_NO_TIME
+    timed = {key: (when, source) for key, when in given.items() if (into / key[0] / key[1]).is_dir()}
+    try:
+        if verdicts:
+            rows = lms_times.sources(into)
+            for (student, name), verdict in verdicts.items():
+                rows[student, name] = {"student_id": student, "assignment": name, "submitted_at": "",
+                                       "source": verdict}
+            table = [lms_times.TIMES_HEADER, *[[row[k] for k in lms_times.TIMES_HEADER]
+                                               for _, row in sorted(rows.items())]]
+            atomic_write(lms_times.times_csv(into), csv_text(table))
+        if timed:  # --times wins: written after the verdicts, over them
+            lms_times.record(into, timed)
+    except (OSError, ValueError) as exc:
+        raise CollectError(f"{lms_times.times_csv(into)}: the hand-in times were not recorded: "
+                           f"{getattr(exc, 'strerror', None) or exc} (the students' folders are written)\n"
+                           f"{report.summary()}") from exc
+    for key, verdict in verdicts.items():
+        if key not in timed:
+            report.times.setdefault(verdict, []).append(key[0])
+    for student, name in timed:
+        report.times.setdefault(source, []).append(student if name == assignment else f"{student}/{name}")
+    if missing := sorted(f"{s}/{a}" for s, a in given if (s, a) not in timed):
+        report.skipped.append(f"({source}: no hand-in collected for {len(missing)} of its rows: "
+                              f"{', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''})")
+
+
+def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], dt.datetime]:
+    """The hand-in times of ``--times FILE.csv``: columns ``student_id,assignment,submitted_at`` (others
+    ignored), a time in ISO 8601 with its offset (``2026-11-23T18:00:00+01:00``, or ``Z``), an assignment
+    by its name or number (``01``); a UTF-8 BOM (Excel's) is allowed. Strict: every bad row is named.
+
+    Raises:
+        CollectError: the file cannot be read, lacks a column, or has bad rows: each with its line
+            number and what was expected (a time without an offset, an unknown assignment, an empty or
+            unsafe student id, the same hand-in twice).
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CollectError(f"--times {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    if absent := [c for c in TIMES_COLUMNS if c not in header]:
+        raise CollectError(f"--times {path}: no column {', '.join(absent)}; expected a header "
+                           f"{','.join(TIMES_COLUMNS)} (ISO 8601 times with their offset)")
+    at = {c: header.index(c) for c in TIMES_COLUMNS}
+    found: dict[tuple[str, str], dt.datetime] = {}
+    lines: dict[tuple[str, str], int] = {}
+    bad = []
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        cells = {c: original(row[i].strip()) if i < len(row) else "" for c, i in at.items()}
+        student, name, when = cells["student_id"], cells["assignment"], cells["submitted_at"]
+        problems = []
+        if not SAFE_ID.match(student):
+            problems.append(f"student_id {student!r} is not a student id (letters, digits, . _ @ + -)")
+        matches = [n for n in known if name in (n, n.split("_", 1)[0])]
+        if len(matches) != 1:
+            problems.append(f"assignment {name!r} is none of the course's ({', '.join(known)})")
+        try:
+            moment = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+            if moment.utcoffset() is None:
+                problems.append(f"submitted_at {when!r} has no offset; expected e.g. {when}+01:00 or {when}Z")
+        except ValueError:
+            problems.append(f"submitted_at {when!r} is not ISO 8601; expected e.g. 2026-11-23T18:00:00+01:00")
+        if not problems:
+            key = (student, matches[0])
+            if key in found:
+                problems.append(f"{student}/{matches[0]} is on line {lines[key]} already")
+            else:
+                found[key], lines[key] = moment, line
+        bad += [f"line {line}: {problem}" for problem in problems]
+    if bad:
+        shown = bad[:50] + ([f"... and {len(bad) - 50} more"] if len(bad) > 50 else [])
+        raise CollectError(f"--times {path}: {len(bad)} bad row{'s' * (len(bad) != 1)}, nothing collected\n"
+                           + "\n".join(f"  {b}" for b in shown))
+    return found
 
 
 class Refusal(Exception):
@@ -710,6 +847,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the most files one student may hand in (default %(default)d)")
     parser.add_argument("--max-total-files", type=int, default=caps.total_files, metavar="N",
                         help="the most files all the students together may hand in (default %(default)d)")
+    parser.add_argument("--times", default=None, metavar="FILE.csv",
+                        help="hand-in times from any source: columns student_id,assignment,submitted_at (ISO 8601 "
+                             "with its offset); they win over what the download says (see docs/lms-files.md)")
     parser.add_argument("--prefix", default=None,
                         help="classroom: the clones' repository prefix before the username, e.g. transformers-01- "
                              "(default: the longest prefix their names share, up to a hyphen)")
@@ -723,9 +863,13 @@ def run(args: argparse.Namespace) -> int:
     caps = Caps(file_bytes=int(args.max_file_mb * mib), student_bytes=int(args.max_student_mb * mib),
                 student_files=args.max_files, total_bytes=int(args.max_mb * mib), total_files=args.max_total_files)
     try:
-        assignment = resolve_assignment(args.assignment, [a.name for a in Repo().assignments()])
+        known = [a.name for a in Repo().assignments()]
+        assignment = resolve_assignment(args.assignment, known)
+        times_path = Path(args.times).expanduser() if args.times else None
+        given = read_times(times_path, known) if times_path else None  # bad rows: before anything is written
         report = collect(Path(args.source).expanduser().resolve(), assignment, Path(args.into).expanduser().resolve(),
-                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix)
+                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix, times=given,
+                         times_source=f"--times {times_path.name}" if times_path else "--times")
     except CollectError as exc:
         first, _, rest = str(exc).partition("\n")
         if rest:
@@ -735,4 +879,6 @@ def run(args: argparse.Namespace) -> int:
     print(report.summary())
     if report.names or report.late:
         print(f"names: {Path(args.into).expanduser().resolve().parent / STUDENTS_CSV}")
+    if report.times:
+        print(f"hand-in times and their sources: {lms_times.times_csv(Path(args.into).expanduser())}")
     return 0
