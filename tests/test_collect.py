@@ -299,19 +299,23 @@ def test_cli_errors(tmp_path, capsys):
     assert not (tmp_path / "s").exists() or not files_under(tmp_path / "s")
 
 
-def test_collected_canvas_zip_is_graded(repo, tmp_path):
+def test_collected_canvas_zip_is_graded(repo, tmp_path, capsys):
     """End to end: the solution handed in through Canvas (resubmitted, so renamed by Canvas) is found
     by its cells and gets every point."""
-    source = write_zip(tmp_path / "canvas.zip", {
-        f"lovelaceada_LATE_12345_67890_{A}-1.ipynb": (repo.solutions / f"{A}.ipynb").read_bytes()})
+    source = dated_zip(tmp_path / "canvas.zip", {
+        f"lovelaceada_12345_67890_{A}-1.ipynb": (repo.solutions / f"{A}.ipynb").read_bytes()})
     submitted = tmp_path / "submitted"
     assert main(["collect", str(source), "--assignment", "01", "--into", str(submitted)]) == 0
     out = tmp_path / "out"
+    # due 9 h before Canvas made the zip (its entries' times): on time all the same, as Canvas says
     assert main(["grade", str(submitted), "--out", str(out), "--assignment", "01", "--workers", "1",
-                 "--timeout", str(GRADING_TIMEOUT)]) == 0
+                 "--timeout", str(GRADING_TIMEOUT), "--due", DUE, "--late-policy", "fixed", "--late-points", "1"]) == 0
+    table = capsys.readouterr().out
     rows = list(csv.DictReader((out / "grades.csv").open()))
-    assert [(r["student_id"], r["assignment"], r["score"], r["max_score"], r["status"]) for r in rows] == [
-        ("12345", A, "11", "11", "graded")]
+    assert [(r["student_id"], r["assignment"], r["score"], r["max_score"], r["status"], r["late_penalty"],
+             r["final_score"]) for r in rows] == [("12345", A, "11", "11", "graded", "0", "11")]
+    # the run says where the time came from
+    assert f"12345 {A}: on time: Canvas did not mark it LATE" in table
 
 
 # -- hand-in times without the LMS's API (the module docstring's order) ----------------------------------
