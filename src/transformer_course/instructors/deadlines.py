@@ -456,7 +456,7 @@ def _file_time(notebook: Path) -> tuple[dt.datetime | None, str]:
         return None, f"{FILE_TIME} cannot be read as a date ({type(exc).__name__})"
 
 
-_TIMES_CACHE: dict[Path, tuple[tuple[int, int], dict[tuple[str, str], dict[str, str]]]] = {}
+_TIMES_CACHE: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, str], dict[str, str]]]] = {}
 
 
 def _lms_time(folder: Path) -> dict[str, str] | None:
@@ -473,7 +473,7 @@ def _lms_time(folder: Path) -> dict[str, str] | None:
         info = path.stat()
     except FileNotFoundError:
         return None
-    version = (info.st_mtime_ns, info.st_size)
+    version = (info.st_ino, info.st_mtime_ns, info.st_size)  # atomic_write replaces the file: a new inode
     if path not in _TIMES_CACHE or _TIMES_CACHE[path][0] != version:
         _TIMES_CACHE[path] = (version, times.sources(folder.parent.parent))
     return _TIMES_CACHE[path][1].get((folder.parent.name, folder.name))

@@ -125,15 +125,19 @@ def results(out: Path, assignment: str) -> tuple[str, dict[str, Grade]]:
     for r in rows:
         if r["assignment"] != found[0]:
             continue
-        exercises = r.get("exercises") or []
-        score = sum(float(e.get("score", 0)) for e in exercises)
-        penalty = float(r.get("late_penalty") or 0)
-        final = float(r["final_score"]) if r.get("final_score") is not None else max(0.0, score - penalty)
-        manual = r.get("manual_score")
-        grades[str(r["student_id"])] = Grade(
-            str(r["student_id"]), final, None if manual is None else float(manual),
-            sum(float(e.get("max_score", 0)) for e in exercises) + float(r.get("manual_max_score") or 0),
-            penalty, str(r.get("status", "")), r.get("manual_status") == "awaiting")
+        try:
+            exercises = r.get("exercises") or []
+            score = sum(float(e.get("score", 0)) for e in exercises)
+            penalty = float(r.get("late_penalty") or 0)
+            final = float(r["final_score"]) if r.get("final_score") is not None else max(0.0, score - penalty)
+            manual = r.get("manual_score")
+            grades[str(r["student_id"])] = Grade(
+                str(r["student_id"]), final, None if manual is None else float(manual),
+                sum(float(e.get("max_score", 0)) for e in exercises) + float(r.get("manual_max_score") or 0),
+                penalty, str(r.get("status", "")), r.get("manual_status") == "awaiting")
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise GradebookError(f"{path}: the row of {r['student_id']!r} {found[0]} holds a score that is not a "
+                                 f"number ({exc}): not the grader's results.json; grade again") from None
     return found[0], grades
 
 
