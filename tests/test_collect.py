@@ -12,6 +12,7 @@ import struct
 import tarfile
 import tempfile
 import zipfile
+import zoneinfo
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from transformer_course.instructors.collect import (
     copy_capped,
     detect,
     read_times,
+    read_worksheet_times,
     safe_path,
 )
 from transformer_course.instructors.deadlines import submitted_at
@@ -443,6 +445,59 @@ def test_a_time_in_any_offset_is_the_instant_the_grader_reads(when, minutes, zul
         (root / "t.csv").write_text(f"student_id,assignment,submitted_at\n10001,01,{text}\n")
         into = root / "submitted"
         collect(write_zip(root / "c.zip", {f"x_10001_1_{A}.ipynb": NOTEBOOK}), A, into,
-                times=read_times(root / "t.csv", [A]), times_source="--times t.csv")
+                times=read_times(root / "t.csv", [A]))
         found = submitted_at(into / "10001" / A, into / "10001" / A / f"{A}.ipynb")
         assert found == (aware, "time from --times t.csv", "")
+
+
+def moodle_date(when: dt.datetime) -> str:
+    """Moodle's userdate() in English (strftimedaydatetime, day and hour without a leading zero)."""
+    hour = when.hour % 12 or 12
+    return f"{when:%A}, {when.day} {when:%B} {when.year}, {hour}:{when:%M} {'PM' if when.hour >= 12 else 'AM'}"
+
+
+def test_moodle_times_from_its_grading_worksheet(tmp_path, capsys):
+    source = dated_zip(tmp_path / "moodle.zip", {
+        f"Zoë Ångström_301_assignsubmission_file/{A}.ipynb": NOTEBOOK,
+        f"Émile Zola_302_assignsubmission_file/{A}.ipynb": NOTEBOOK,
+        f"Ada Lovelace_303_assignsubmission_file/{A}.ipynb": NOTEBOOK})
+    sheet = tmp_path / "worksheet.csv"
+    sheet.write_text("Identifier,Full name,Email address,Status,Grade,Maximum grade,Grade can be changed,"
+                     "Last modified (submission),Last modified (grade),Feedback comments\n"
+                     "Participant 301,Zoë Ångström,z@x,Submitted for grading,,11.00,Yes,"
+                     "\"Monday, 23 November 2026, 5:59 PM\",-,\n"
+                     "Participant 302,Émile Zola,e@x,Submitted for grading - 3 hours late,,11.00,Yes,"
+                     "\"Monday, 23 November 2026, 9:00 PM\",-,\n"
+                     "Participant 303,Ada Lovelace,a@x,Submitted for grading,,11.00,Yes,"
+                     "\"Monday, 23 November 2026, 9:00 PM\",-,\n"
+                     "Participant 304,No One,n@x,No submission,,11.00,Yes,-,-,\n")
+    given = tmp_path / "fix.csv"
+    given.write_text(f"student_id,assignment,submitted_at\n303,{A},2026-11-23T17:00:00+01:00\n")
+    into = tmp_path / "submitted"
+    args = ["collect", str(source), "--assignment", "01", "--into", str(into), "--worksheet", str(sheet)]
+    assert main(args) == 1
+    assert "--worksheet needs --worksheet-zone" in capsys.readouterr().err
+    assert main([*args, "--worksheet-zone", "Mars/Olympus"]) == 1
+    assert "not a time zone of the tz database" in capsys.readouterr().err
+    assert main([*args, "--worksheet-zone", "Europe/Berlin", "--times", str(given)]) == 0
+    rows = lateness(into, ["301", "302", "303"])
+    assert (rows["301"].late_by, rows["301"].submitted_at) == (0.0, "2026-11-23T17:59:00+01:00")
+    assert (rows["302"].late_by, rows["302"].late_penalty) == (3.0, 2.0)
+    assert rows["302"].late_note == "time from moodle worksheet: Last modified (submission)"
+    assert rows["303"].late_note == "time from --times fix.csv" and rows["303"].late_by == 0.0  # --times wins
+    sheet.write_text("Identifier,Last modified (submission)\nParticipant 1,23/11/2026 17:59\n")
+    with pytest.raises(CollectError, match=r"line 2: '23/11/2026 17:59' is not Moodle's"):
+        read_worksheet_times(sheet, "Europe/Berlin", A)
+
+
+@settings(max_examples=40, deadline=None)
+@given(local=st.datetimes(min_value=dt.datetime(2000, 1, 1), max_value=dt.datetime(2099, 12, 31)),
+       zone=st.sampled_from(["Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe",
+                             "Pacific/Chatham", "UTC", "America/St_Johns"]))
+def test_a_worksheet_time_is_read_in_its_zone(local, zone):
+    local = local.replace(second=0, microsecond=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        sheet = Path(tmp) / "w.csv"
+        sheet.write_text(f'Identifier,Last modified (submission)\nParticipant 7,"{moodle_date(local)}"\n')
+        when, source = read_worksheet_times(sheet, zone, A)[("7", A)]
+    assert when == local.replace(tzinfo=zoneinfo.ZoneInfo(zone)) and when.utcoffset() is not None

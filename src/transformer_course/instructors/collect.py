@@ -44,7 +44,9 @@ therefore never taken (taking them made every student of a download made 9 hours
 2. ``canvas``: not marked ``LATE`` by Canvas: on time (Canvas compared the submission with its due
    date), source :data:`CANVAS_ON_TIME`, no time; marked ``LATE``: late, time unknown, source
    :data:`CANVAS_LATE`: the grader flags it to be checked by hand and takes no penalty.
-3. ``moodle``: time unknown, source :data:`MOODLE_NO_TIME`: flagged, no penalty.
+3. ``moodle``: ``--worksheet WORKSHEET.csv --worksheet-zone ZONE`` (:func:`read_worksheet_times`): the
+   grading worksheet's ``Last modified (submission)``, the submission's own modification time, to the
+   minute; else time unknown, source :data:`MOODLE_NO_TIME`: flagged, no penalty.
 4. ``nbgrader``: the hand-in's own ``timestamp.txt`` (nbgrader's exchange); ``classroom``: none.
 
 A ``timestamp.txt`` among a Canvas, Moodle or Classroom hand-in's files is the student's, not the LMS's:
@@ -87,6 +89,7 @@ import tarfile
 import tempfile
 import unicodedata
 import zipfile
+import zoneinfo
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -516,13 +519,14 @@ def resolve_assignment(name: str, known: list[str]) -> str:
 
 def collect(source: Path, assignment: str, into: Path, layout: str | None = None, replace: bool = False,
             caps: Caps = Caps(), prefix: str | None = None,
-            times: dict[tuple[str, str], dt.datetime] | None = None, times_source: str = "--times") -> Report:
+            times: dict[tuple[str, str], tuple[dt.datetime, str]] | None = None) -> Report:
     """Unpacks ``source`` into ``into/<student_id>/<assignment>/``; what was done, skipped and refused.
 
     A student's hand-in is written whole or not at all (see :func:`_collect_hand_in`); one student's
     problem is that student's refusal, in ``report.refused_students``. Each collected hand-in's time
-    is decided in the module docstring's order: ``times`` (``(student_id, assignment) -> aware time``,
-    from :func:`read_times`; source ``times_source``) first, then what the layout says.
+    is decided in the module docstring's order: ``times`` (``(student_id, assignment) -> (aware time,
+    its source)``, from :func:`read_times` and :func:`read_worksheet_times`) first, then what the
+    layout says.
 
     Raises:
         CollectError: the source is missing or not an archive or folder, no layout fits it, the hand-ins
@@ -561,14 +565,15 @@ def collect(source: Path, assignment: str, into: Path, layout: str | None = None
         _write_students(into.parent / STUDENTS_CSV, layout, report)
     if not report.collected:
         raise CollectError(f"nothing collected for {assignment} from {source}\n{report.summary()}")
-    _record_times(into, assignment, layout, report, times or {}, times_source)
+    _record_times(into, assignment, layout, report, times or {})
     return report
 
 
 def _record_times(into: Path, assignment: str, layout: str, report: Report,
-                  given: dict[tuple[str, str], dt.datetime], source: str) -> None:
+                  given: dict[tuple[str, str], tuple[dt.datetime, str]]) -> None:
     """Each collected hand-in's time and its source into ``times.csv`` (and ``timestamp.txt``), in the
-    module docstring's order: ``given`` (``--times``) first, then the layout's verdict without a time.
+    module docstring's order: ``given`` (``--times``, Moodle's worksheet) first, then the layout's
+    verdict without a time.
 
     Raises:
         CollectError: ``times.csv`` is not the one lms.times writes, or cannot be written.
@@ -579,7 +584,10 @@ def _record_times(into: Path, assignment: str, layout: str, report: Report,
             verdicts[student, assignment] = CANVAS_LATE if student in report.late else CANVAS_ON_TIME
         elif layout == "moodle":
             verdicts[student, assignment] = MOODLE_NO_TIME
-    timed = {key: (when, source) for key, when in given.items() if (into / key[0] / key[1]).is_dir()}
+    if layout != "moodle" and any(source == WORKSHEET_SOURCE for _, source in given.values()):
+        report.skipped.append(f"(--worksheet is Moodle's, its participants not {layout}'s ids: not used)")
+        given = {key: found for key, found in given.items() if found[1] != WORKSHEET_SOURCE}
+    timed = {key: found for key, found in given.items() if (into / key[0] / key[1]).is_dir()}
     try:
         if verdicts:
             rows = lms_times.sources(into)
@@ -598,17 +606,20 @@ def _record_times(into: Path, assignment: str, layout: str, report: Report,
     for key, verdict in verdicts.items():
         if key not in timed:
             report.times.setdefault(verdict, []).append(key[0])
-    for student, name in timed:
+    for (student, name), (_, source) in timed.items():
         report.times.setdefault(source, []).append(student if name == assignment else f"{student}/{name}")
-    if missing := sorted(f"{s}/{a}" for s, a in given if (s, a) not in timed):
-        report.skipped.append(f"({source}: no hand-in collected for {len(missing)} of its rows: "
-                              f"{', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''})")
+    for source in sorted({source for _, source in given.values()}):
+        rows = [key for key, (_, said) in given.items() if said == source]
+        if missing := sorted(f"{s}/{a}" for s, a in rows if (s, a) not in timed):
+            report.skipped.append(f"({source}: no hand-in collected for {len(missing)} of its rows: "
+                                  f"{', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''})")
 
 
-def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], dt.datetime]:
-    """The hand-in times of ``--times FILE.csv``: columns ``student_id,assignment,submitted_at`` (others
-    ignored), a time in ISO 8601 with its offset (``2026-11-23T18:00:00+01:00``, or ``Z``), an assignment
-    by its name or number (``01``); a UTF-8 BOM (Excel's) is allowed. Strict: every bad row is named.
+def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], tuple[dt.datetime, str]]:
+    """The hand-in times of ``--times FILE.csv`` and their source (``--times <file name>``): columns
+    ``student_id,assignment,submitted_at`` (others ignored), a time in ISO 8601 with its offset
+    (``2026-11-23T18:00:00+01:00``, or ``Z``), an assignment by its name or number (``01``); a UTF-8 BOM
+    (Excel's) is allowed. Strict: every bad row is named.
 
     Raises:
         CollectError: the file cannot be read, lacks a column, or has bad rows: each with its line
@@ -625,7 +636,7 @@ def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], dt.datetim
         raise CollectError(f"--times {path}: no column {', '.join(absent)}; expected a header "
                            f"{','.join(TIMES_COLUMNS)} (ISO 8601 times with their offset)")
     at = {c: header.index(c) for c in TIMES_COLUMNS}
-    found: dict[tuple[str, str], dt.datetime] = {}
+    found: dict[tuple[str, str], tuple[dt.datetime, str]] = {}
     lines: dict[tuple[str, str], int] = {}
     bad = []
     for row in reader:
@@ -651,12 +662,71 @@ def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], dt.datetim
             if key in found:
                 problems.append(f"{student}/{matches[0]} is on line {lines[key]} already")
             else:
-                found[key], lines[key] = moment, line
+                found[key], lines[key] = (moment, f"--times {path.name}"), line
         bad += [f"line {line}: {problem}" for problem in problems]
     if bad:
         shown = bad[:50] + ([f"... and {len(bad) - 50} more"] if len(bad) > 50 else [])
         raise CollectError(f"--times {path}: {len(bad)} bad row{'s' * (len(bad) != 1)}, nothing collected\n"
                            + "\n".join(f"  {b}" for b in shown))
+    return found
+
+
+# Moodle's userdate() with its default format (langconfig strftimedaydatetime, English: "%A, %d %B %Y,
+# %I:%M %p", day and hour without their leading zero): "Monday, 23 November 2026, 5:59 PM".
+MOODLE_DATE = re.compile(r"^\w+, (\d{1,2}) ([A-Za-z]+) (\d{4}), (\d{1,2}):(\d\d) ([AP]M)$")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+WORKSHEET_SOURCE = "moodle worksheet: Last modified (submission)"
+
+
+def read_worksheet_times(path: Path, zone: str, assignment: str) -> dict[tuple[str, str], tuple[dt.datetime, str]]:
+    """Each participant's submission time from Moodle's grading worksheet (mod/assign gradingtable.php:
+    ``Identifier`` = ``Participant <n>``, ``Last modified (submission)`` = ``userdate`` of the
+    submission's ``timemodified``, in the time zone of the Moodle profile that downloaded it, to the
+    minute; ``-`` where nothing was submitted). ``zone``: that time zone (a tz database name).
+
+    Raises:
+        CollectError: the file cannot be read, is not a worksheet, ``zone`` is no time zone, or a time is
+            not in Moodle's English format (each such row named with its line).
+    """
+    try:
+        where = zoneinfo.ZoneInfo(zone)
+    except (ValueError, KeyError, OSError):
+        raise CollectError(f"--worksheet-zone {zone!r}: not a time zone of the tz database; expected the zone "
+                           "of the Moodle profile that downloaded the worksheet, e.g. Europe/Berlin") from None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CollectError(f"--worksheet {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    columns = ("Identifier", "Last modified (submission)")
+    if absent := [c for c in columns if c not in header]:
+        raise CollectError(f"--worksheet {path}: no column {', '.join(absent)}: not Moodle's grading worksheet "
+                           "(View all submissions, Download grading worksheet)")
+    ids, at = (header.index(c) for c in columns)
+    found, bad = {}, []
+    for row in reader:
+        participant = re.search(r"(\d+)\s*$", row[ids]) if ids < len(row) else None
+        said = row[at].strip() if at < len(row) else ""
+        if not participant or said in ("", "-"):
+            continue
+        match = MOODLE_DATE.match(said)
+        if not match or match[2] not in MONTHS:
+            bad.append(f"line {reader.line_num}: {said!r} is not Moodle's 'Monday, 23 November 2026, 5:59 PM' "
+                       "(download the worksheet with the English language pack, or give --times)")
+            continue
+        day, month, year, hour, minute, half = match.groups()
+        try:
+            local = dt.datetime(int(year), MONTHS.index(month) + 1, int(day), int(hour) % 12 + 12 * (half == "PM"),
+                                int(minute), tzinfo=where)
+        except ValueError as exc:
+            bad.append(f"line {reader.line_num}: {said!r}: {exc}")
+            continue
+        found[participant[1], assignment] = (local, WORKSHEET_SOURCE)
+    if bad:
+        raise CollectError(f"--worksheet {path}: {len(bad)} bad row{'s' * (len(bad) != 1)}, nothing collected\n"
+                           + "\n".join(f"  {b}" for b in bad[:50]))
     return found
 
 
@@ -850,6 +920,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--times", default=None, metavar="FILE.csv",
                         help="hand-in times from any source: columns student_id,assignment,submitted_at (ISO 8601 "
                              "with its offset); they win over what the download says (see docs/lms-files.md)")
+    parser.add_argument("--worksheet", default=None, metavar="WORKSHEET.csv",
+                        help="moodle: the assignment's grading worksheet, whose Last modified (submission) gives each "
+                             "hand-in's time (with --worksheet-zone); --times wins over it")
+    parser.add_argument("--worksheet-zone", default=None, metavar="ZONE",
+                        help="the time zone of the Moodle profile that downloaded --worksheet, e.g. Europe/Berlin")
     parser.add_argument("--prefix", default=None,
                         help="classroom: the clones' repository prefix before the username, e.g. transformers-01- "
                              "(default: the longest prefix their names share, up to a hyphen)")
@@ -866,10 +941,16 @@ def run(args: argparse.Namespace) -> int:
         known = [a.name for a in Repo().assignments()]
         assignment = resolve_assignment(args.assignment, known)
         times_path = Path(args.times).expanduser() if args.times else None
-        given = read_times(times_path, known) if times_path else None  # bad rows: before anything is written
+        given = {}  # read before anything is written: a bad row stops the step
+        if args.worksheet:
+            if not args.worksheet_zone:
+                raise CollectError("--worksheet needs --worksheet-zone: its times are in the time zone of the Moodle "
+                                   "profile that downloaded it (e.g. Europe/Berlin), and say none")
+            given |= read_worksheet_times(Path(args.worksheet).expanduser(), args.worksheet_zone, assignment)
+        if times_path:
+            given |= read_times(times_path, known)  # --times wins
         report = collect(Path(args.source).expanduser().resolve(), assignment, Path(args.into).expanduser().resolve(),
-                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix, times=given,
-                         times_source=f"--times {times_path.name}" if times_path else "--times")
+                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix, times=given)
     except CollectError as exc:
         first, _, rest = str(exc).partition("\n")
         if rest:
