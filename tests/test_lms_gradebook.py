@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_course.cli import main
@@ -200,7 +200,6 @@ def test_moodle_worksheet_and_feedback_files(out, tmp_path, capsys):
 CELL = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 
 
-@settings(max_examples=30, deadline=None)
 @given(cells=st.lists(st.tuples(CELL, CELL, CELL), min_size=1, max_size=4), delimiter=st.sampled_from([",", ";"]),
        bom=st.booleans())
 def test_any_cell_of_the_export_comes_back_as_it_was(cells, delimiter, bom):
