@@ -369,7 +369,7 @@ def test_a_canvas_download_makes_nobody_on_time_late(canvas_class, tmp_path, cap
     for student in ("10001", "10002", "10004"):  # the archive's times (9 h after the due date) are not taken
         r = rows[student]
         assert (r.late_by, r.late_penalty, r.final_score, r.reason) == (0.0, 0.0, 9.0, "")
-        assert r.late_note == "on time: Canvas did not mark it LATE (its download holds no submission time)"
+        assert r.late_note == "on time: Canvas did not mark it LATE, and its download holds no submission time"
     late = rows["10003"]  # LATE with no time: flagged to be checked, no penalty guessed
     assert (late.late_by, late.late_penalty, late.submitted_at) == (0.0, 0.0, "")
     assert late.reason.startswith("hand-in time: late, time unknown: Canvas marked it LATE")
@@ -407,7 +407,7 @@ def test_a_moodle_download_has_no_time_and_says_so(tmp_path):
     assert report.times == {MOODLE_NO_TIME: ["301", "302"]}
     rows = lateness(into, ["301", "302"])
     assert all((r.late_by, r.late_penalty) == (0.0, 0.0) for r in rows.values())
-    assert rows["301"].reason.startswith("hand-in time: time unknown: moodle download: no time")
+    assert rows["301"].reason.startswith("hand-in time: time unknown: Moodle's download holds no submission time")
 
 
 def test_a_bad_times_file_names_every_bad_row_and_collects_nothing(canvas_class, tmp_path, capsys):

@@ -436,8 +436,8 @@ def test_a_broken_times_csv_is_flagged_and_never_stops_the_run(tmp_path):
         assert when is not None and note.endswith("the notebook file's modification time was used instead")
     times_csv.write_text(f"student_id,assignment,submitted_at,source\n10001,{A},,a note from somewhere\n")
     when, note, flag = submitted_at(folder, notebook)
-    assert when is None and flag == note == ("times.csv gives no time (a note from somewhere); not marked late "
-                                             "(check it by hand; `collect --times` gives its time)")
+    assert when is None and flag == note == ("times.csv gives no time, only 'a note from somewhere'; not marked "
+                                             "late: check it by hand, or give its time with `collect --times`")
 
 
 def test_a_times_file_s_hostile_cells_are_named_not_run(tmp_path, capsys):

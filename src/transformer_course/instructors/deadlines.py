@@ -483,14 +483,15 @@ def _lms_verdict(source: str) -> HandIn:
     """A hand-in whose LMS download decided its lateness without a time (collect.py's module docstring)."""
     from transformer_course.instructors import collect
 
-    check = "check it by hand; `collect --times` gives its time"
+    check = "check it by hand, or give its time with `collect --times`"
     if source == collect.CANVAS_ON_TIME:
-        return HandIn(None, "on time: Canvas did not mark it LATE (its download holds no submission time)")
+        return HandIn(None, "on time: Canvas did not mark it LATE, and its download holds no submission time")
     if source == collect.CANVAS_LATE:
-        said = f"late, time unknown: Canvas marked it LATE, its download holds no time; no penalty taken ({check})"
+        said = f"late, time unknown: Canvas marked it LATE, and its download holds no time; no penalty taken: {check}"
         return HandIn(None, said, said)
-    said = (f"time unknown: {source} (Moodle's download holds no submission time); not marked late ({check})"
-            if source == collect.MOODLE_NO_TIME else f"times.csv gives no time ({source}); not marked late ({check})")
+    said = (f"time unknown: Moodle's download holds no submission time; not marked late: {check}"
+            if source == collect.MOODLE_NO_TIME
+            else f"times.csv gives no time, only {source!r}; not marked late: {check}")
     return HandIn(None, said, said)
 
 
