@@ -522,7 +522,9 @@ def submitted_at(folder: Path | None, notebook: Path | None, window: Window | No
             flag = f"{TIMESTAMP} says {show(when, window.zone)}, {why}"
             when = None
         if when is not None:
-            return HandIn(when, f"time from {row['source']}" if row is not None and _same(row, when) else "")
+            # times.csv may be edited by hand: its source is shown printable and cut
+            source = "".join(c for c in row["source"] if c.isprintable())[:80] if row is not None else ""
+            return HandIn(when, f"time from {source}" if row is not None and _same(row, when) else "")
     except Exception as exc:  # noqa: BLE001 (whatever is in the file, the run goes on)
         flag = f"{TIMESTAMP} or times.csv could not be read ({type(exc).__name__})"
     note = flag or f"no {TIMESTAMP}"
