@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import json
 import os
 import stat
 import struct
@@ -318,6 +319,22 @@ def test_collected_canvas_zip_is_graded(repo, tmp_path, capsys):
              r["final_score"]) for r in rows] == [("12345", A, "11", "11", "graded", "0", "11")]
     # the run says where the time came from
     assert f"12345 {A}: on time: Canvas did not mark it LATE" in table
+    # and the grade goes back into the gradebook Canvas exported: its header kept, one column filled
+    export, filled = tmp_path / "export.csv", tmp_path / "filled.csv"
+    export.write_text("Student,ID,SIS User ID,SIS Login ID,Section,01 Self-attention (1234),Current Points\n"
+                      "    Points Possible,,,,,11.00,(read only)\n"
+                      "\"Lovelace, Ada\",12345,s-1,ada@uni.edu,Section A,,0.00\n")
+    fill = ["lms", "fill-canvas", str(out), "--gradebook", str(export), "--assignment", "01", "-o", str(filled)]
+    assert main(fill) == 0  # its answers in words await formgrader: a part of a grade is not sent
+    assert "kept: 12345: its answers in words are not graded yet" in capsys.readouterr().out
+    assert filled.read_text() == export.read_text()
+    rows = json.loads((out / "results.json").read_text())
+    assert rows[0]["manual_status"] == "awaiting" and rows[0]["manual_max_score"] == 4
+    rows[0].update(manual_score=3.0, manual_status="graded")  # as formgrader's points reach results.json
+    (out / "results.json").write_text(json.dumps(rows))
+    assert main(fill) == 0
+    assert filled.read_text().splitlines() == [*export.read_text().splitlines()[:2],
+                                               "\"Lovelace, Ada\",12345,s-1,ada@uni.edu,Section A,14,0.00"]
 
 
 # -- hand-in times without the LMS's API (the module docstring's order) ----------------------------------
