@@ -414,3 +414,44 @@ def test_the_summary_shows_a_terminal_escape_in_a_name_and_does_not_send_it(tmp_
     summary = collect(source, A, tmp_path / "submitted").summary()
     assert "\x1b" not in summary and "\x07" not in summary
     assert "\\x1b[2J\\x1b]0;owned\\x07.txt (not in nbgrader's" in summary
+
+
+# -- hand-in times: what a hand-edit or a student can put where the grader reads them ------------------
+
+def test_a_broken_times_csv_is_flagged_and_never_stops_the_run(tmp_path):
+    """times.csv edited by hand into something else (another header, bytes that are not text, a row
+    without a time from no download): each hand-in is flagged, the run goes on, no penalty is guessed."""
+    from transformer_course.instructors.deadlines import submitted_at
+
+    source = write_zip(tmp_path / "c.zip", [(f"x_10001_1_{A}.ipynb", NOTEBOOK, None)])
+    into = tmp_path / "class" / "submitted"
+    collect(source, A, into)
+    folder, notebook = into / "10001" / A, into / "10001" / A / f"{A}.ipynb"
+    times_csv = tmp_path / "class" / "times.csv"
+    for broken in (b"id,when\n10001,2026\n", b"\xff\xfe\x00garbage\x00",
+                   f"student_id,assignment,submitted_at\n10001,{A},2026\n".encode()):
+        times_csv.write_bytes(broken)
+        when, note, flag = submitted_at(folder, notebook)
+        assert flag.startswith("timestamp.txt or times.csv could not be read (")
+        assert when is not None and note.endswith("the notebook file's modification time was used instead")
+    times_csv.write_text(f"student_id,assignment,submitted_at,source\n10001,{A},,a note from somewhere\n")
+    when, note, flag = submitted_at(folder, notebook)
+    assert when is None and flag == note == ("times.csv gives no time, only 'a note from somewhere'; not marked "
+                                             "late: check it by hand, or give its time with `collect --times`")
+
+
+def test_a_times_file_s_hostile_cells_are_named_not_run(tmp_path, capsys):
+    """A --times file from a spreadsheet: a formula, a control character, a path for a student id; each
+    row is named (escaped), nothing is collected, nothing is written."""
+    source = write_zip(tmp_path / "c.zip", [(f"x_10001_1_{A}.ipynb", NOTEBOOK, None)])
+    given = tmp_path / "t.csv"
+    given.write_text("student_id,assignment,submitted_at\n"
+                     "=HYPERLINK(\"http://x\"),01,2026-11-23T18:00:00Z\n"
+                     "10001\x1b[2J,01,2026-11-23T18:00:00Z\n"
+                     "../../etc,01,2026-11-23T18:00:00Z\n")
+    into = tmp_path / "submitted"
+    assert main(["collect", str(source), "--assignment", "01", "--into", str(into), "--times", str(given)]) == 1
+    err = capsys.readouterr().err
+    assert "3 bad rows" in err and "\x1b" not in err and "'10001\\x1b[2J'" in err
+    assert "line 2: student_id '=HYPERLINK(\"http://x\")' is not a student id" in err
+    assert not into.exists() and not (tmp_path / "times.csv").exists()

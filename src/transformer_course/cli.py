@@ -196,6 +196,12 @@ def _collect(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _lms(args: argparse.Namespace) -> int:
+    from transformer_course.lms.gradebook import run
+
+    return run(args)
+
+
 def _similarity(args: argparse.Namespace) -> int:
     from transformer_course.instructors.similarity import run
 
@@ -317,6 +323,13 @@ def main(argv: list[str] | None = None) -> int:
                                        "into SUBMITTED/<student_id>/<assignment>/")
     collect_arguments(p)
     p.set_defaults(func=_collect)
+
+    from transformer_course.lms.gradebook import add_arguments as lms_arguments
+
+    p = sub.add_parser("lms", help="grades back into Canvas or Moodle without their API: fill the gradebook file "
+                                   "downloaded from the LMS (docs/lms-files.md)")
+    lms_arguments(p)
+    p.set_defaults(func=_lms)
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")

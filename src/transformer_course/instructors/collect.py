@@ -14,7 +14,7 @@ The layouts (``--layout``, else detected from the names in the source):
     always holds the name, so a name of digits (``12345_67890_...``) stays a name and ``67890`` the id.
     A resubmitted file keeps the name Canvas gave it (``01_x-1.ipynb``).
     The student id is the user id; only the prefix is stripped from the file's name. ``LATE`` is
-    Canvas's flag, not a time: it goes to ``students.csv``, and no ``timestamp.txt`` is written.
+    Canvas's flag, not a time: it goes to ``students.csv`` and decides the hand-in's time (below).
 ``moodle``
     Moodle's "Download all submissions" zip (mod/assign, ``classes/downloader.php``
     ``get_student_prefix`` and ``load_submissionplugin_filelist``): a folder per student and plugin,
@@ -29,6 +29,28 @@ The layouts (``--layout``, else detected from the names in the source):
     A zip or tar (or a folder) already in nbgrader's layout, ``<student_id>/<assignment>/<files>``,
     perhaps under one top folder: this assignment's folders are copied as they are (``timestamp.txt``
     included).
+
+Hand-in times (``times.csv`` beside ``students.csv``, see :mod:`transformer_course.lms.times`; the
+grader's ``submitted_at`` reads them). Neither LMS's download holds a submission time: Canvas's
+``ContentZipper`` writes each entry through rubyzip's ``get_output_stream`` without a time, so the entry
+gets rubyzip's default, ``Zip::DOSTime.now`` (rubyzip lib/zip/entry.rb): the moment the zip was made;
+Moodle's ``downloader::download_zip`` calls ``add_file_from_stored_file`` without a time, and its
+``zip_writer`` then stamps the current time too (core_files ``archive_writer``). An archive's times are
+therefore never taken (taking them made every student of a download made 9 hours after the due date
+9 hours late). In this order, per hand-in:
+
+1. ``--times FILE.csv`` (:func:`read_times`): its time, wherever it came from (the LMS's API, a
+   gradebook, the instructor); source ``--times <file>``.
+2. ``canvas``: not marked ``LATE`` by Canvas: on time (Canvas compared the submission with its due
+   date), source :data:`CANVAS_ON_TIME`, no time; marked ``LATE``: late, time unknown, source
+   :data:`CANVAS_LATE`: the grader flags it to be checked by hand and takes no penalty.
+3. ``moodle``: ``--worksheet WORKSHEET.csv --worksheet-zone ZONE`` (:func:`read_worksheet_times`): the
+   grading worksheet's ``Last modified (submission)``, the submission's own modification time, to the
+   minute; else time unknown, source :data:`MOODLE_NO_TIME`: flagged, no penalty.
+4. ``nbgrader``: the hand-in's own ``timestamp.txt`` (nbgrader's exchange); ``classroom``: none.
+
+A ``timestamp.txt`` among a Canvas, Moodle or Classroom hand-in's files is the student's, not the LMS's:
+it is skipped (the grader would take it for the hand-in time).
 
 Safety: nothing but regular files is written. Symbolic and hard links are skipped, special files
 (devices, fifos) refused, a path that is absolute, has ``..`` or a drive letter is refused. Written
@@ -67,13 +89,16 @@ import tarfile
 import tempfile
 import unicodedata
 import zipfile
+import zoneinfo
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.grading.atomic import atomic_write
+from transformer_course.grading.spreadsheet import csv_text, original, read_rows
+from transformer_course.lms import times as lms_times
 
 LAYOUTS = ("canvas", "moodle", "classroom", "nbgrader")
 STUDENTS_CSV = "students.csv"
@@ -87,6 +112,14 @@ CANVAS_ANON = re.compile(r"^(?P<late>LATE_)?(?P<uid>anon_[A-Za-z0-9]+)_(?P<fid>\
 # Moodle: <name>_<participant id>_assignsubmission_<plugin>[_]/<path> or ..._assignsubmission_<plugin>_<file>.
 MOODLE = re.compile(r"^(?P<name>[^/_]*)_(?P<pid>\d+)_assignsubmission_(?P<plugin>[a-z0-9]+)"
                     r"(?:_?/(?P<inner>.+)|_(?P<flat>[^/]+))$")
+# The source, in times.csv, of a hand-in whose download decides its lateness without a time (see the
+# module docstring); the grader (deadlines.submitted_at) reads these three words.
+CANVAS_ON_TIME = "canvas download: not marked LATE"
+CANVAS_LATE = "canvas download: marked LATE, no time"
+MOODLE_NO_TIME = "moodle download: no time"
+TIMELESS = (CANVAS_ON_TIME, CANVAS_LATE, MOODLE_NO_TIME)
+TIMES_COLUMNS = ("student_id", "assignment", "submitted_at")
+STAMP = "timestamp.txt"
 SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 DRIVE = re.compile(r"^[A-Za-z]:")
 
@@ -116,6 +149,7 @@ class Report:
     late: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
     refused_students: dict[str, list[str]] = field(default_factory=dict)
+    times: dict[str, list[str]] = field(default_factory=dict)  # a time's source -> the hand-ins it decides
 
     def refuse(self, student: str, reasons: list[str]) -> None:
         """``student``'s hand-in is not written, for ``reasons``."""
@@ -128,9 +162,10 @@ class Report:
             lines.append(f"collected {len(self.collected)} student{'s' * (len(self.collected) != 1)} for "
                          f"{self.assignment}: " + ", ".join(f"{s} ({len(f)} file{'s' * (len(f) != 1)})"
                                                              for s, f in sorted(self.collected.items())))
-        if self.late:
-            lines.append(f"marked LATE by Canvas (a flag, not a time: no timestamp.txt written): "
-                         f"{', '.join(sorted(self.late))}")
+        for source, hand_ins in sorted(self.times.items()):
+            # Canvas's LATE flag is not a time: the grader flags these to be checked, with no penalty
+            why = " (late, time unknown: check by hand, or give --times)" if source == CANVAS_LATE else ""
+            lines.append(f"hand-in times: {source}{why}: {', '.join(sorted(hand_ins))}")
         if self.refused_students:
             lines.append(f"refused {len(self.refused_students)} student{'s' * (len(self.refused_students) != 1)}"
                          " (nothing written for them):")
@@ -341,6 +376,9 @@ def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: 
             student = match["uid"]
             if match["late"]:
                 plan.late.add(student)
+            if match["file"] == STAMP:
+                report.skipped.append(f"{path} ({STAMP} handed in by the student: the time is Canvas's)")
+                continue
             plan.add(student, match["file"], member, report, name=match.groupdict().get("name"))
     elif layout == "moodle":
         for path, member in members:
@@ -350,6 +388,9 @@ def _plan(layout: str, members: list[tuple[PurePosixPath, Member]], assignment: 
                 continue
             if match["plugin"] != "file":
                 report.skipped.append(f"{path} (Moodle's {match['plugin']} submission, not a file)")
+                continue
+            if (match["inner"] or match["flat"]) == STAMP:
+                report.skipped.append(f"{path} ({STAMP} handed in by the student: not a time Moodle gave)")
                 continue
             plan.add(match["pid"], match["inner"] or match["flat"], member, report, name=match["name"])
     elif layout == "classroom":
@@ -477,16 +518,20 @@ def resolve_assignment(name: str, known: list[str]) -> str:
 
 
 def collect(source: Path, assignment: str, into: Path, layout: str | None = None, replace: bool = False,
-            caps: Caps = Caps(), prefix: str | None = None) -> Report:
+            caps: Caps = Caps(), prefix: str | None = None,
+            times: dict[tuple[str, str], tuple[dt.datetime, str]] | None = None) -> Report:
     """Unpacks ``source`` into ``into/<student_id>/<assignment>/``; what was done, skipped and refused.
 
     A student's hand-in is written whole or not at all (see :func:`_collect_hand_in`); one student's
-    problem is that student's refusal, in ``report.refused_students``.
+    problem is that student's refusal, in ``report.refused_students``. Each collected hand-in's time
+    is decided in the module docstring's order: ``times`` (``(student_id, assignment) -> (aware time,
+    its source)``, from :func:`read_times` and :func:`read_worksheet_times`) first, then what the
+    layout says.
 
     Raises:
         CollectError: the source is missing or not an archive or folder, no layout fits it, the hand-ins
-            together are over a total cap, ``into`` (or the folder of ``students.csv``) cannot be written,
-            or nothing at all was collected (the report's lines are in the message).
+            together are over a total cap, ``into`` (or the folder of ``students.csv`` and ``times.csv``)
+            cannot be written, or nothing at all was collected (the report's lines are in the message).
     """
     if not source.exists():
         raise CollectError(f"{source} does not exist")
@@ -520,7 +565,169 @@ def collect(source: Path, assignment: str, into: Path, layout: str | None = None
         _write_students(into.parent / STUDENTS_CSV, layout, report)
     if not report.collected:
         raise CollectError(f"nothing collected for {assignment} from {source}\n{report.summary()}")
+    _record_times(into, assignment, layout, report, times or {})
     return report
+
+
+def _record_times(into: Path, assignment: str, layout: str, report: Report,
+                  given: dict[tuple[str, str], tuple[dt.datetime, str]]) -> None:
+    """Each collected hand-in's time and its source into ``times.csv`` (and ``timestamp.txt``), in the
+    module docstring's order: ``given`` (``--times``, Moodle's worksheet) first, then the layout's
+    verdict without a time.
+
+    Raises:
+        CollectError: ``times.csv`` is not the one lms.times writes, or cannot be written.
+    """
+    verdicts = {}
+    for student in report.collected:
+        if layout == "canvas":
+            verdicts[student, assignment] = CANVAS_LATE if student in report.late else CANVAS_ON_TIME
+        elif layout == "moodle":
+            verdicts[student, assignment] = MOODLE_NO_TIME
+    if layout != "moodle" and any(source == WORKSHEET_SOURCE for _, source in given.values()):
+        report.skipped.append(f"(--worksheet is Moodle's, its participants not {layout}'s ids: not used)")
+        given = {key: found for key, found in given.items() if found[1] != WORKSHEET_SOURCE}
+    timed = {key: found for key, found in given.items() if (into / key[0] / key[1]).is_dir()}
+    try:
+        if verdicts:
+            rows = lms_times.sources(into)
+            for (student, name), verdict in verdicts.items():
+                rows[student, name] = {"student_id": student, "assignment": name, "submitted_at": "",
+                                       "source": verdict}
+            table = [lms_times.TIMES_HEADER, *[[row[k] for k in lms_times.TIMES_HEADER]
+                                               for _, row in sorted(rows.items())]]
+            atomic_write(lms_times.times_csv(into), csv_text(table))
+        if timed:  # --times wins: written after the verdicts, over them
+            lms_times.record(into, timed)
+    except (OSError, ValueError) as exc:
+        raise CollectError(f"{lms_times.times_csv(into)}: the hand-in times were not recorded: "
+                           f"{getattr(exc, 'strerror', None) or exc} (the students' folders are written)\n"
+                           f"{report.summary()}") from exc
+    for key, verdict in verdicts.items():
+        if key not in timed:
+            report.times.setdefault(verdict, []).append(key[0])
+    for (student, name), (_, source) in timed.items():
+        report.times.setdefault(source, []).append(student if name == assignment else f"{student}/{name}")
+    for source in sorted({source for _, source in given.values()}):
+        rows = [key for key, (_, said) in given.items() if said == source]
+        if missing := sorted(f"{s}/{a}" for s, a in rows if (s, a) not in timed):
+            report.skipped.append(f"({source}: no hand-in collected for {len(missing)} of its rows: "
+                                  f"{', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''})")
+
+
+def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], tuple[dt.datetime, str]]:
+    """The hand-in times of ``--times FILE.csv`` and their source (``--times <file name>``): columns
+    ``student_id,assignment,submitted_at`` (others ignored), a time in ISO 8601 with its offset
+    (``2026-11-23T18:00:00+01:00``, or ``Z``), an assignment by its name or number (``01``); a UTF-8 BOM
+    (Excel's) is allowed. Strict: every bad row is named.
+
+    Raises:
+        CollectError: the file cannot be read, lacks a column, or has bad rows: each with its line
+            number and what was expected (a time without an offset, an unknown assignment, an empty or
+            unsafe student id, the same hand-in twice).
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CollectError(f"--times {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    if absent := [c for c in TIMES_COLUMNS if c not in header]:
+        raise CollectError(f"--times {path}: no column {', '.join(absent)}; expected a header "
+                           f"{','.join(TIMES_COLUMNS)} (ISO 8601 times with their offset)")
+    at = {c: header.index(c) for c in TIMES_COLUMNS}
+    found: dict[tuple[str, str], tuple[dt.datetime, str]] = {}
+    lines: dict[tuple[str, str], int] = {}
+    bad = []
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        cells = {c: original(row[i].strip()) if i < len(row) else "" for c, i in at.items()}
+        student, name, when = cells["student_id"], cells["assignment"], cells["submitted_at"]
+        problems = []
+        if not SAFE_ID.match(student):
+            problems.append(f"student_id {student!r} is not a student id (letters, digits, . _ @ + -)")
+        matches = [n for n in known if name in (n, n.split("_", 1)[0])]
+        if len(matches) != 1:
+            problems.append(f"assignment {name!r} is none of the course's ({', '.join(known)})")
+        try:
+            moment = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+            if moment.utcoffset() is None:
+                problems.append(f"submitted_at {when!r} has no offset; expected e.g. {when}+01:00 or {when}Z")
+        except ValueError:
+            problems.append(f"submitted_at {when!r} is not ISO 8601; expected e.g. 2026-11-23T18:00:00+01:00")
+        if not problems:
+            key = (student, matches[0])
+            if key in found:
+                problems.append(f"{student}/{matches[0]} is on line {lines[key]} already")
+            else:
+                found[key], lines[key] = (moment, f"--times {path.name}"), line
+        bad += [f"line {line}: {problem}" for problem in problems]
+    if bad:
+        shown = bad[:50] + ([f"... and {len(bad) - 50} more"] if len(bad) > 50 else [])
+        raise CollectError(f"--times {path}: {len(bad)} bad row{'s' * (len(bad) != 1)}, nothing collected\n"
+                           + "\n".join(f"  {b}" for b in shown))
+    return found
+
+
+# Moodle's userdate() with its default format (langconfig strftimedaydatetime, English: "%A, %d %B %Y,
+# %I:%M %p", day and hour without their leading zero): "Monday, 23 November 2026, 5:59 PM".
+MOODLE_DATE = re.compile(r"^\w+, (\d{1,2}) ([A-Za-z]+) (\d{4}), (\d{1,2}):(\d\d) ([AP]M)$")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+WORKSHEET_SOURCE = "moodle worksheet: Last modified (submission)"
+
+
+def read_worksheet_times(path: Path, zone: str, assignment: str) -> dict[tuple[str, str], tuple[dt.datetime, str]]:
+    """Each participant's submission time from Moodle's grading worksheet (mod/assign gradingtable.php:
+    ``Identifier`` = ``Participant <n>``, ``Last modified (submission)`` = ``userdate`` of the
+    submission's ``timemodified``, in the time zone of the Moodle profile that downloaded it, to the
+    minute; ``-`` where nothing was submitted). ``zone``: that time zone (a tz database name).
+
+    Raises:
+        CollectError: the file cannot be read, is not a worksheet, ``zone`` is no time zone, or a time is
+            not in Moodle's English format (each such row named with its line).
+    """
+    try:
+        where = zoneinfo.ZoneInfo(zone)
+    except (ValueError, KeyError, OSError):
+        raise CollectError(f"--worksheet-zone {zone!r}: not a time zone of the tz database; expected the zone "
+                           "of the Moodle profile that downloaded the worksheet, e.g. Europe/Berlin") from None
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CollectError(f"--worksheet {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    columns = ("Identifier", "Last modified (submission)")
+    if absent := [c for c in columns if c not in header]:
+        raise CollectError(f"--worksheet {path}: no column {', '.join(absent)}: not Moodle's grading worksheet "
+                           "(View all submissions, Download grading worksheet)")
+    ids, at = (header.index(c) for c in columns)
+    found, bad = {}, []
+    for row in reader:
+        participant = re.search(r"(\d+)\s*$", row[ids]) if ids < len(row) else None
+        said = row[at].strip() if at < len(row) else ""
+        if not participant or said in ("", "-"):
+            continue
+        match = MOODLE_DATE.match(said)
+        if not match or match[2] not in MONTHS:
+            bad.append(f"line {reader.line_num}: {said!r} is not Moodle's 'Monday, 23 November 2026, 5:59 PM' "
+                       "(download the worksheet with the English language pack, or give --times)")
+            continue
+        day, month, year, hour, minute, half = match.groups()
+        try:
+            local = dt.datetime(int(year), MONTHS.index(month) + 1, int(day), int(hour) % 12 + 12 * (half == "PM"),
+                                int(minute), tzinfo=where)
+        except ValueError as exc:
+            bad.append(f"line {reader.line_num}: {said!r}: {exc}")
+            continue
+        found[participant[1], assignment] = (local, WORKSHEET_SOURCE)
+    if bad:
+        raise CollectError(f"--worksheet {path}: {len(bad)} bad row{'s' * (len(bad) != 1)}, nothing collected\n"
+                           + "\n".join(f"  {b}" for b in bad[:50]))
+    return found
 
 
 class Refusal(Exception):
@@ -710,6 +917,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the most files one student may hand in (default %(default)d)")
     parser.add_argument("--max-total-files", type=int, default=caps.total_files, metavar="N",
                         help="the most files all the students together may hand in (default %(default)d)")
+    parser.add_argument("--times", default=None, metavar="FILE.csv",
+                        help="hand-in times from any source: columns student_id,assignment,submitted_at (ISO 8601 "
+                             "with its offset); they win over what the download says (see docs/lms-files.md)")
+    parser.add_argument("--worksheet", default=None, metavar="WORKSHEET.csv",
+                        help="moodle: the assignment's grading worksheet, whose Last modified (submission) gives each "
+                             "hand-in's time (with --worksheet-zone); --times wins over it")
+    parser.add_argument("--worksheet-zone", default=None, metavar="ZONE",
+                        help="the time zone of the Moodle profile that downloaded --worksheet, e.g. Europe/Berlin")
     parser.add_argument("--prefix", default=None,
                         help="classroom: the clones' repository prefix before the username, e.g. transformers-01- "
                              "(default: the longest prefix their names share, up to a hyphen)")
@@ -723,9 +938,19 @@ def run(args: argparse.Namespace) -> int:
     caps = Caps(file_bytes=int(args.max_file_mb * mib), student_bytes=int(args.max_student_mb * mib),
                 student_files=args.max_files, total_bytes=int(args.max_mb * mib), total_files=args.max_total_files)
     try:
-        assignment = resolve_assignment(args.assignment, [a.name for a in Repo().assignments()])
+        known = [a.name for a in Repo().assignments()]
+        assignment = resolve_assignment(args.assignment, known)
+        times_path = Path(args.times).expanduser() if args.times else None
+        given = {}  # read before anything is written: a bad row stops the step
+        if args.worksheet:
+            if not args.worksheet_zone:
+                raise CollectError("--worksheet needs --worksheet-zone: its times are in the time zone of the Moodle "
+                                   "profile that downloaded it (e.g. Europe/Berlin), and say none")
+            given |= read_worksheet_times(Path(args.worksheet).expanduser(), args.worksheet_zone, assignment)
+        if times_path:
+            given |= read_times(times_path, known)  # --times wins
         report = collect(Path(args.source).expanduser().resolve(), assignment, Path(args.into).expanduser().resolve(),
-                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix)
+                         layout=args.layout, replace=args.replace, caps=caps, prefix=args.prefix, times=given)
     except CollectError as exc:
         first, _, rest = str(exc).partition("\n")
         if rest:
@@ -735,4 +960,6 @@ def run(args: argparse.Namespace) -> int:
     print(report.summary())
     if report.names or report.late:
         print(f"names: {Path(args.into).expanduser().resolve().parent / STUDENTS_CSV}")
+    if report.times:
+        print(f"hand-in times and their sources: {lms_times.times_csv(Path(args.into).expanduser())}")
     return 0

@@ -2,9 +2,13 @@
 
 When each notebook was handed in (:func:`submitted_at`), in this order:
 
+0. where ``times.csv`` beside SUBMITTED (lms/times.py) has the hand-in without a time, the verdict
+   of the LMS's download it records (``collect``: Canvas's LATE flag): on time, or late with its
+   time unknown (flagged, no penalty); with a time, the note names its source.
 1. nbgrader's ``timestamp.txt`` in its submission folder (written by ``nbgrader submit``, kept by
-   ``nbgrader collect``): ISO 8601, or nbgrader's ``%Y-%m-%d %H:%M:%S.%f %Z`` with a zone the tz
-   database knows or a numeric offset; at most 4 KiB read, any encoding (a BOM is honoured).
+   ``nbgrader collect``, or by ``collect`` from an LMS's time): ISO 8601, or nbgrader's
+   ``%Y-%m-%d %H:%M:%S.%f %Z`` with a zone the tz database knows or a numeric offset; at most 4 KiB
+   read, any encoding (a BOM is honoured).
 2. else the notebook file's modification time, which the feedback then says.
 3. else no time: the notebook is not marked late, and the row says why.
 
@@ -452,22 +456,77 @@ def _file_time(notebook: Path) -> tuple[dt.datetime | None, str]:
         return None, f"{FILE_TIME} cannot be read as a date ({type(exc).__name__})"
 
 
+_TIMES_CACHE: dict[Path, tuple[tuple[int, int, int], dict[tuple[str, str], dict[str, str]]]] = {}
+
+
+def _lms_time(folder: Path) -> dict[str, str] | None:
+    """The hand-in's row of ``times.csv`` (lms/times.py: where its time came from), or None: read once
+    per version of the file (a class's run asks for every hand-in).
+
+    Raises:
+        ValueError: ``times.csv`` is not the file lms.times writes. OSError: it cannot be read.
+    """
+    from transformer_course.lms import times
+
+    path = times.times_csv(folder.parent.parent)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    version = (info.st_ino, info.st_mtime_ns, info.st_size)  # atomic_write replaces the file: a new inode
+    if path not in _TIMES_CACHE or _TIMES_CACHE[path][0] != version:
+        _TIMES_CACHE[path] = (version, times.sources(folder.parent.parent))
+    return _TIMES_CACHE[path][1].get((folder.parent.name, folder.name))
+
+
+def _lms_verdict(source: str) -> HandIn:
+    """A hand-in whose LMS download decided its lateness without a time (collect.py's module docstring)."""
+    from transformer_course.instructors import collect
+
+    check = "check it by hand, or give its time with `collect --times`"
+    if source == collect.CANVAS_ON_TIME:
+        return HandIn(None, "on time: Canvas did not mark it LATE, and its download holds no submission time")
+    if source == collect.CANVAS_LATE:
+        said = f"late, time unknown: Canvas marked it LATE, and its download holds no time; no penalty taken: {check}"
+        return HandIn(None, said, said)
+    said = (f"time unknown: Moodle's download holds no submission time; not marked late: {check}"
+            if source == collect.MOODLE_NO_TIME
+            else f"times.csv gives no time, only {source!r}; not marked late: {check}")
+    return HandIn(None, said, said)
+
+
+def _same(row: dict[str, str], when: dt.datetime) -> bool:
+    """Whether ``times.csv``'s row holds the instant ``timestamp.txt`` does (then its source is the time's)."""
+    try:
+        return instant(row["submitted_at"]) == when
+    except ValueError:
+        return False
+
+
 def submitted_at(folder: Path | None, notebook: Path | None, window: Window | None = None) -> HandIn:
     """When a submission was handed in (UTC), how that was found where not from nbgrader's
     ``timestamp.txt``, and the flag where something found was not taken (see the module docstring:
-    the order of the sources; ``window``: the plausible instants, None: any). Never raises, whatever
-    ``timestamp.txt`` holds: what cannot be read is flagged and the file's time is used."""
+    the order of the sources; ``window``: the plausible instants, None: any). Where ``times.csv``
+    (lms/times.py, beside SUBMITTED) has the hand-in, the note names the time's source, and a row
+    without a time (an LMS download's flag, instructors/collect.py) decides: on time, or late with
+    its time unknown (flagged, no penalty). Never raises, whatever ``timestamp.txt`` or ``times.csv``
+    holds: what cannot be read is flagged and the file's time is used."""
     from transformer_course.grading import intake
 
     try:
+        row = _lms_time(folder) if folder is not None else None
+        if row is not None and not row["submitted_at"]:
+            return _lms_verdict(row["source"])
         when, flag = _stamp(folder) if folder is not None else (None, "")
         if when is not None and window is not None and (why := window.implausible(when)):
             flag = f"{TIMESTAMP} says {show(when, window.zone)}, {why}"
             when = None
         if when is not None:
-            return HandIn(when, "")
+            # times.csv may be edited by hand: its source is shown printable and cut
+            source = "".join(c for c in row["source"] if c.isprintable())[:80] if row is not None else ""
+            return HandIn(when, f"time from {source}" if row is not None and _same(row, when) else "")
     except Exception as exc:  # noqa: BLE001 (whatever is in the file, the run goes on)
-        flag = f"{TIMESTAMP} could not be read ({type(exc).__name__})"
+        flag = f"{TIMESTAMP} or times.csv could not be read ({type(exc).__name__})"
     note = flag or f"no {TIMESTAMP}"
     if notebook is None or intake.describe(notebook) != "a regular file":
         return HandIn(None, f"{note}, and no notebook: no time known", flag)
