@@ -53,15 +53,17 @@ class Bucket:
     capacity: float = 700.0
     leak: float = 10.0
     cost: float = 0.05
+    up_front: float = 50.0  # the pre-flight penalty of each other request in flight (credited back after)
     level: float = 0.0
     when: float = field(default_factory=time.monotonic)
 
-    def take(self) -> tuple[bool, float]:
-        """Whether the request may run, and the quota left after it."""
+    def take(self, in_flight: int = 1) -> tuple[bool, float]:
+        """Whether the request may run, with ``in_flight`` requests (itself included) being answered, and the
+        quota left after it."""
         now = time.monotonic()
         self.level = max(0.0, self.level - (now - self.when) * self.leak)
         self.when = now
-        if self.level + self.cost > self.capacity:
+        if self.level + self.cost + self.up_front * (in_flight - 1) > self.capacity:
             return False, self.capacity - self.level
         self.level += self.cost
         return True, self.capacity - self.level
@@ -85,6 +87,7 @@ class FakeCanvas:
         self.pending: dict[str, dict] = {}  # upload uuid -> the file announced in step 1
         self.requests: list[tuple[str, str]] = []
         self.throttled = 0
+        self.in_flight = 0
         self.lock = threading.Lock()
         self._ids = itertools.count(9001)
         self.server: ThreadingHTTPServer | None = None
@@ -160,6 +163,7 @@ class FakeCanvas:
 class _Handler(BaseHTTPRequestHandler):
     canvas: FakeCanvas
     protocol_version = "HTTP/1.1"  # keep-alive, as Canvas serves
+    disable_nagle_algorithm = True  # headers and body are two writes: without it each answer waits ~40 ms
 
     def log_message(self, format, *args):  # quiet: the tests read the log in FakeCanvas.requests
         pass
@@ -181,6 +185,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         canvas = self.canvas
         with canvas.lock:
+            canvas.in_flight += 1
+        try:
+            self._answer(method, parts, body)
+        finally:
+            with canvas.lock:
+                canvas.in_flight -= 1
+
+    def _answer(self, method: str, parts, body: bytes) -> None:
+        canvas = self.canvas
+        with canvas.lock:
             canvas.requests.append((method, parts.path))
             query = parse_qsl(parts.query, keep_blank_values=True)
             if parts.path.startswith("/files_api/upload/"):  # step 2: the upload URL, no token (its uuid)
@@ -190,7 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != f"Bearer {canvas.token}":
                 return self._send(401, {"errors": [{"message": "Invalid access token."}]},
                                   {"WWW-Authenticate": 'Bearer realm="canvas-lms"'})
-            allowed, remaining = canvas.bucket.take()
+            allowed, remaining = canvas.bucket.take(canvas.in_flight)
             limits = {"X-Request-Cost": f"{canvas.bucket.cost if allowed else 0:.4f}",
                       "X-Rate-Limit-Remaining": f"{remaining:.4f}"}
             if not allowed:

@@ -135,7 +135,7 @@ def test_push_dry_run_then_push_then_nothing_left_to_send(canvas, tmp_path, caps
 
 
 def test_a_throttled_canvas_is_waited_for(canvas, tmp_path, capsys):
-    canvas.bucket = Bucket(capacity=2.0, leak=4.0, cost=1.0)  # three requests in a row empty it
+    canvas.bucket = Bucket(capacity=2.0, leak=4.0, cost=1.0, up_front=0.0)  # three requests empty it
     out = tmp_path / "out"
     _graded(out, [_row(str(s), 5.0 + s % 10, manual=1.0) for s in (10001, 10002, 10003)])
     assert main(["canvas", "push", str(out), "--assignment", A]) == 0

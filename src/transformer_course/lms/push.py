@@ -231,17 +231,18 @@ def table(plan: Plan, destination: str) -> str:
     return "\n".join(lines)
 
 
-def send(plan: Plan, destination: Destination,
-         progress: Callable[[Change, str | None], None] | None = None) -> list[tuple[Change, str]]:
-    """Send what :func:`plan` found to change, one student at a time; one student's refusal is listed and
-    the rest are sent. Returns the refusals, ``(change, the LMS's words)``.
+def send(plan: Plan, destination: Destination, progress: Callable[[Change, str | None], None] | None = None,
+         workers: int = 1) -> list[tuple[Change, str]]:
+    """Send what :func:`plan` found to change, ``workers`` students at a time; one student's refusal is
+    listed and the rest are sent. Returns the refusals, ``(change, the LMS's words)``, in the plan's order.
 
     Raises:
         whatever ``destination.send`` raises that is no one student's (an exception with ``whole_run``
-        set, e.g. a refused token): the rest would fail alike.
+        set, e.g. a refused token): the rest would fail alike, and are not sent.
     """
-    failed = []
-    for change in plan.to_send:
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(change: Change) -> str | None:
         item = change.outgoing
         try:
             destination.send(item.student_id, item.grade if change.grade else None,
@@ -250,10 +251,18 @@ def send(plan: Plan, destination: Destination,
         except Exception as exc:
             if getattr(exc, "whole_run", False):
                 raise
-            failed.append((change, str(exc)))
-            if progress:
-                progress(change, str(exc))
-            continue
+            words = str(exc)
+        else:
+            words = None
         if progress:
-            progress(change, None)
-    return failed
+            progress(change, words)
+        return words
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(one, change) for change in plan.to_send]
+        try:
+            answers = [(change, future.result()) for change, future in zip(plan.to_send, futures, strict=True)]
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+    return [(change, words) for change, words in answers if words is not None]
