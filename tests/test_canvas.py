@@ -90,12 +90,14 @@ def test_push_dry_run_then_push_then_nothing_left_to_send(canvas, tmp_path, caps
     aid = canvas.assignment_id
     for student in (10001, 10002, 10003):
         canvas.hand_in(aid, student, "2026-11-23T18:00:00Z")
-    canvas.submissions[aid, 10001].update(score=5.0, grade="5", workflow_state="graded")
+    canvas.submissions[aid, 10001].update(score=5.0, entered_score=5.0, grade="5", workflow_state="graded")
+    canvas.add_student(10006, "Excused Student")
+    canvas.submissions[aid, 10006]["excused"] = True
     out = tmp_path / "out"
     _graded(out, [_row("10001", 7.0, manual=3.0, penalty=1.0), _row("10002", 11.0, manual=4.0),
                   _row("10003", 9.0, manual=None, manual_status="awaiting"),
                   _row("10004", 11.0, manual=2.0),  # not enrolled in the Canvas course
-                  _row("10005", 0.0, status="grader-error")])
+                  _row("10005", 0.0, status="grader-error"), _row("10006", 3.0, manual=1.0)])
     argv = ["canvas", "push", str(out), "--assignment", A, "--comment-with-page"]
 
     assert main([*argv, "--dry-run"]) == 0
@@ -105,12 +107,12 @@ def test_push_dry_run_then_push_then_nothing_left_to_send(canvas, tmp_path, caps
     assert "5 -> 10" in line["10001"] and "grade + comment + page" in line["10001"]
     assert "- -> 15" in line["10002"]
     assert "NOT SENT" in line["10004"] and "held back: answers in words" in line["10003"]
-    assert "held back: the grader failed" in line["10005"]
+    assert "held back: the grader failed" in line["10005"] and "held back: excused" in line["10006"]
 
     assert main(argv) == 0
     assert "sent to Canvas: 2" in capsys.readouterr().out
     assert canvas.submissions[aid, 10001]["score"] == 10.0 and canvas.submissions[aid, 10002]["score"] == 15.0
-    assert canvas.submissions[aid, 10003]["score"] is None
+    assert canvas.submissions[aid, 10003]["score"] is None and canvas.submissions[aid, 10006]["score"] is None
     [comment] = canvas.comments(aid, 10001)
     assert comment["comment"].startswith(f"{A}: 10/15 points (autograded tests 8/11, late penalty -1, answers in "
                                          "words 3/4)")

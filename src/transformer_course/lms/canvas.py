@@ -421,8 +421,12 @@ class CanvasDestination:
                          tuple((a.get("display_name") or a.get("filename") or "", int(a.get("size") or 0))
                                for a in c.get("attachments") or []))
             for c in getattr(sub, "submission_comments", None) or [])
-        score = getattr(sub, "score", None)
-        return push.Current(None if score is None else float(score), comments)
+        # The grade as posted (entered_score), before any late policy of Canvas's own takes points off
+        # (score): the course's late penalty is in the grade already, and comparing with score would
+        # resend it on every push.
+        score = getattr(sub, "entered_score", None)
+        score = getattr(sub, "score", None) if score is None else score
+        return push.Current(None if score is None else float(score), comments, bool(getattr(sub, "excused", False)))
 
     def send(self, student_id: str, grade: float | None, comment: str | None, attachment: Path | None) -> None:
         """Submissions API, "Grade or comment on a submission": ``posted_grade`` in points and one comment,

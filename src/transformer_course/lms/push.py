@@ -63,6 +63,7 @@ class Current:
 
     grade: float | None
     comments: tuple[Comment, ...] = ()
+    excused: bool = False  # the LMS excuses the student from this assignment: a grade would undo that
 
 
 class Destination(Protocol):
@@ -204,6 +205,10 @@ def plan(assignment: str, items: list[Outgoing], held: list[Held], destination: 
         current = destination.current(item.student_id)
         if current is None:
             result.unknown.append(item)
+            continue
+        if current.excused:
+            result.held.append(Held(item.student_id, assignment, "excused in the LMS (a grade would undo it): "
+                                                                 "take the excuse off there to send one"))
             continue
         result.changes.append(Change(item, current.grade, grade=not same_grade(current.grade, item.grade),
                                      comment=not has_comment(current, item.comment, item.attachment)))
