@@ -5,7 +5,8 @@ lib/canvas/request_throttle.rb: 600 of quota, 10 a second back, 50 charged in ad
 flight) and the requests it refused counted.
 
 Each student's grade, comment and feedback page (``--comment-with-page``) are sent; the server then holds
-exactly the expected score and comment of every one (checked, or the bench fails).
+exactly the expected score and comment of every one (checked, or the bench fails). LMS_BENCH_STUDENTS=N sets the
+class size (300).
 """
 
 from __future__ import annotations
