@@ -17,6 +17,7 @@
 - a hostile class graded with one and two workers (``hostile.py``: the grade process under 1 GB,
   every table written, the honest rows unchanged, a 30,000-cell notebook decided within 30 s) and
   the long profile of every property test;
+- a Canvas push of 300 students x 8 assignments to a local Canvas within 60 s (``--lms-only``, quality/lms_bench.py);
 - BLEU against time of notebook 07's CPU configuration, as recorded by the executed
   ``solutions/07_training.ipynb`` (``--train`` runs it again: about 12 minutes).
 """
@@ -633,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the hostile class (memory, tables, honest rows) and the long hypothesis profile")
     parser.add_argument("--class-only", action="store_true",
                         help="only a class of 30 graded by serial nbgrader autograde and by ours (~60 min)")
+    parser.add_argument("--lms-only", action="store_true",
+                        help="only a Canvas push of 300 students x 8 assignments to a local Canvas (lms_bench.py)")
     parser.add_argument("--students", type=int, default=30, help="with --class-only: the class's size (default 30)")
     parser.add_argument("--record", type=Path,
                         help="with --check-only or --class-only: also write its figures to this JSON file")
@@ -641,6 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repo = Repo()
     repo.prefer_shared_multi30k()
+    if args.lms_only:
+        from quality import lms_bench
+
+        return lms_bench.main()
     if args.hostile_only:
         return hostile.main()
     if args.check_only:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_course"
 TOP = {"transformer_course", "transformer_course.cli", "transformer_course.layout", "transformer_course.words"}
-ROLES = {"course", "grading", "instructors"}
+ROLES = {"course", "grading", "instructors", "lms"}
 
 
 def modules() -> dict[str, Path]:

@@ -202,6 +202,12 @@ def _lms(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _canvas(args: argparse.Namespace) -> int:
+    from transformer_course.lms.canvas import run
+
+    return run(args)
+
+
 def _similarity(args: argparse.Namespace) -> int:
     from transformer_course.instructors.similarity import run
 
@@ -330,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
                                    "downloaded from the LMS (docs/lms-files.md)")
     lms_arguments(p)
     p.set_defaults(func=_lms)
+
+    from transformer_course.lms.canvas import add_arguments as canvas_arguments
+
+    p = sub.add_parser("canvas", help="Canvas through its API: submission times and names in (times), grades and "
+                                      "comments out (push); docs/lms.md")
+    canvas_arguments(p)
+    p.set_defaults(func=_canvas)
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")
