@@ -123,6 +123,21 @@ def test_moodle(tmp_path):
             "1001": "Ada Lovelace", "1002": "Alan Turing", "1003": "Grace Hopper"}
 
 
+def test_columns_others_added_to_students_csv_are_kept(tmp_path):
+    """`canvas times` adds login_id and sis_user_id after collect's four columns: a later collect keeps them."""
+    source = write_zip(tmp_path / "moodle.zip", {f"Ada Lovelace_1001_assignsubmission_file_/{A}.ipynb": NOTEBOOK,
+                                                 f"Alan Turing_1002_assignsubmission_file_/{A}.ipynb": NOTEBOOK})
+    (tmp_path / "students.csv").write_text("student_id,name,lms,late,login_id,sis_user_id\n"
+                                           "1001,Ada L.,moodle,,ada,S-1\n")
+    collect(source, A, tmp_path / "submitted")
+    with (tmp_path / "students.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows == [{"student_id": "1001", "name": "Ada Lovelace", "lms": "moodle", "late": "", "login_id": "ada",
+                     "sis_user_id": "S-1"},
+                    {"student_id": "1002", "name": "Alan Turing", "lms": "moodle", "late": "", "login_id": "",
+                     "sis_user_id": ""}]
+
+
 def test_classroom(tmp_path):
     clones = tmp_path / "clones"
     for user in ("ada-l", "alan"):

@@ -863,10 +863,12 @@ def _write_students(path: Path, layout: str, report: Report) -> None:
         CollectError: the folder of ``path`` cannot be written (the students' folders are written already).
     """
     rows: dict[str, dict[str, str]] = {}
+    header = STUDENTS_HEADER
     if path.is_file() and not path.is_symlink():
         with path.open(newline="", encoding="utf-8") as handle:
-            header = next(csv.reader(handle), None)
-        if header != STUDENTS_HEADER:
+            header = next(csv.reader(handle), None) or []
+        # Columns after the first four are others' (`canvas times` adds login_id, sis_user_id): kept as they are.
+        if header[:len(STUDENTS_HEADER)] != STUDENTS_HEADER or len(set(header)) != len(header):
             report.skipped.append(f"({path} is not one this step wrote: the names were not written to it)")
             return
         rows = {row["student_id"]: row for row in read_rows(path)}
@@ -874,7 +876,7 @@ def _write_students(path: Path, layout: str, report: Report) -> None:
         report.skipped.append(f"({path} is not a regular file: the names were not written to it)")
         return
     for student in report.collected:
-        row = rows.get(student, {"student_id": student, "name": "", "lms": layout, "late": ""})
+        row = rows.get(student, {**dict.fromkeys(header, ""), "student_id": student, "lms": layout})
         row["name"] = report.names.get(student, row["name"])
         row["lms"] = layout
         late = set(filter(None, row["late"].split(" "))) - {report.assignment}
@@ -882,7 +884,7 @@ def _write_students(path: Path, layout: str, report: Report) -> None:
             late.add(report.assignment)
         row["late"] = " ".join(sorted(late))
         rows[student] = row
-    text = csv_text([STUDENTS_HEADER, *([rows[s][k] for k in STUDENTS_HEADER] for s in sorted(rows))])
+    text = csv_text([header, *([rows[s].get(k) or "" for k in header] for s in sorted(rows))])
     try:
         fd, temporary = tempfile.mkstemp(prefix=".students-", suffix=".csv", dir=path.parent)
         try:
