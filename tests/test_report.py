@@ -253,3 +253,67 @@ def test_the_similarity_pages_show_names_beside_the_ids(tmp_path):
     assert "<bdi>Ben</bdi> (10002)" in page and "<table class=sortable>" in page
     pair = (tmp_path / similarity.page_name(report.flagged[0])).read_text()
     assert "<bdi>Ben</bdi> (10002)" in pair and [t for t, _ in Elements(pair).elements].count("script") == 0
+    assert "~ Ben (10002)" in similarity.summary(report)  # the command's own lines
+
+
+def test_a_run_keeps_the_names_for_report_and_warns_of_a_student_the_deadlines_name_alone(small_class, tmp_path,
+                                                                                           capsys, monkeypatch):
+    """Through the command, without kernels (every notebook recorded as not handed in): the names of
+    students.csv in the table and OUT/roster.csv, bob excused by excused.csv, a typo in [excused] warned of."""
+    from transformer_course.cli import main
+    from transformer_course.grading import batch
+
+    monkeypatch.setattr(batch, "grade_task", lambda root, limits, threads, work_root, task: batch._missing(
+        task, next(a for a in batch.Repo(Path(root)).assignments() if a.name == task.assignment)))
+    (tmp_path / "students.csv").write_text("student_id,name,lms,late\nada,=cmd|' /C calc'!A0,canvas,\n"
+                                           "cho,Cho Chang,canvas,\n")
+    (tmp_path / "excused.csv").write_text("student_id,assignment\nbob,01_self_attention\n")
+    deadlines = tmp_path / "deadlines.toml"
+    deadlines.write_text('due = "2026-11-23T12:00:00+00:00"\n[excused]\n"ado" = ["01_self_attention"]\n')
+    out = tmp_path / "out"
+    assert main(["grade", str(small_class), "--out", str(out), "--assignment", "01", "--workers", "1",
+                 "--deadlines", str(deadlines)]) == 0
+    captured = capsys.readouterr()
+    assert "the deadlines name student(s) with no folder in" in captured.err and ": ado (a typo" in captured.err
+    table = captured.out.split("\n\n", 1)[0].splitlines()
+    assert [line.split("  ")[0].strip() for line in table[1:]] == ["=cmd|' /C calc'!A0 (ada)", "Cho Chang (cho)",
+                                                                    "bob"]
+    assert "excused" in table[3] and "missing" in table[1]
+    assert "'=cmd|" in (out / "roster.csv").read_text()  # the spreadsheet-safe writer's quote
+    assert roster.for_run(out=out) == {"ada": "=cmd|' /C calc'!A0", "cho": "Cho Chang"}
+
+
+@pytest.mark.slow
+def test_a_class_run_shows_names_extensions_and_excused_students_everywhere(small_class, tmp_path, capsys):
+    """Through the command, on two real notebooks of 01 (both handed in 2026-11-23 18:00 UTC, 6 h after the
+    class's due date) and bob's nothing: ada has an extension, bob is excused by the LMS's excused.csv; the
+    names come from collect's students.csv beside SUBMITTED. A minute: `make bench` runs it."""
+    import json
+
+    from tests.conftest import GRADING_TIMEOUT
+    from transformer_course.cli import main
+
+    (tmp_path / "students.csv").write_text("student_id,name,lms,late,login_id,sis_user_id\n"
+                                           "ada,<script>alert(1)</script>,canvas,,ada,S1\n"
+                                           "cho,Cho Chang,canvas,,cho,S3\n")
+    (tmp_path / "excused.csv").write_text("student_id,assignment\nbob,01_self_attention\n")
+    deadlines = tmp_path / "deadlines.toml"
+    deadlines.write_text('due = "2026-11-23T12:00:00+00:00"\n[late]\npolicy = "fixed"\npoints = 1\n'
+                         '[extensions]\n"ada" = { "01_self_attention" = 24 }\n')
+    out = tmp_path / "out"
+    assert main(["grade", str(small_class), "--out", str(out), "--assignment", "01", "--workers", "1",
+                 "--timeout", str(GRADING_TIMEOUT), "--deadlines", str(deadlines)]) == 0
+    table = capsys.readouterr().out.split("\n\n", 1)[0].splitlines()
+    assert [line.split("  ")[0].strip() for line in table[1:]] == ["<script>alert(1)</script> (ada)",
+                                                                    "Cho Chang (cho)", "bob"]  # by name
+    assert " ext " in table[1] and "late -1" in table[2] and "excused" in table[3]
+    kept = {r["student_id"]: r for r in json.loads((out / "results.json").read_text())}
+    assert (kept["ada"]["extended"], kept["ada"]["late_penalty"], kept["bob"]["excused"]) == (True, 0.0, True)
+    page = (out / "feedback" / "ada" / "01_self_attention" / "01_self_attention.html").read_text()
+    assert "<bdi>&lt;script&gt;alert(1)&lt;/script&gt;</bdi> (ada)" in page and "<script>alert(1)" not in page
+    assert ("due 2026-11-24 12:00 +00:00 (your extension; the class's due date is 2026-11-23 12:00 +00:00): on "
+            "time.") in page
+    assert page.index("course: student -->") < page.index("course: lateness -->")  # the name on top
+    assert main(["report", str(out)]) == 0
+    report = (out / "report" / "index.html").read_text()
+    assert "<bdi>Cho Chang</bdi>" in report and "<script>alert(1)" not in report

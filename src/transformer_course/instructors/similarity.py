@@ -47,7 +47,7 @@ import numpy as np
 from transformer_course.grading.spreadsheet import write_rows
 from transformer_course.instructors.deadlines import instant, show  # in the due date's zone, as results.json keeps it
 from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
-from transformer_course.instructors.roster import SORTABLE, label_html, name_html
+from transformer_course.instructors.roster import SORTABLE, label, label_html, name_html
 
 SOLUTION = "published solution"
 # Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published
@@ -584,11 +584,13 @@ def group_html(name: str, names: dict[str, str]) -> str:
 def summary(report: Report, most: int = 20) -> str:
     """The first lines of the report: the groups of students, counts and the ``most`` most similar pairs."""
     lines = [f"{'around the ' + name if name == SOLUTION else 'classmates ' + name}: "
-             + ", ".join(f"{e.student} {e.score:.0%} over {e.compared} exercise(s)" for e in members)
+             + ", ".join(f"{label(e.student, report.names)} {e.score:.0%} over {e.compared} exercise(s)"
+                         for e in members)
              for name, members in groups(report)]
     lines += [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
               f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared pair by pair)"]
-    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged[:most]]
+    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {label(p.a, report.names)} ~ {label(p.b, report.names)}"
+              for p in report.flagged[:most]]
     if len(report.flagged) > most:
         lines.append(f"  ... and {len(report.flagged) - most} more in similarity/index.html")
     return "\n".join(lines)
@@ -603,6 +605,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-chars", type=int, default=None,
                         help=f"answers and exercises with fewer characters of their own normalised code are not "
                              f"compared (default {MIN_CHARS}: short answers converge; kept as the threshold is)")
+    parser.add_argument("--roster", default=None, metavar="FILE.csv",
+                        help="students' names (columns student_id,name) shown beside their ids; default: those "
+                             "`grade` kept in OUT/roster.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -612,15 +617,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The command, on parsed arguments: writes ``OUT/similarity/``; 2 on an ungraded folder or a bad option."""
+    """The command, on parsed arguments: writes ``OUT/similarity/``; 2 on an ungraded folder, a bad option or
+    a roster that cannot be read."""
+    from transformer_course.instructors import roster
+
     out = Path(args.out)
     if not (out / "nbgrader" / "submitted").is_dir():
         print(f"transformer-course similarity: error: {out} holds no graded class (no nbgrader/submitted/); "
               "run `transformer-course grade SUBMITTED --out OUT` first", file=sys.stderr)
         return 2
     try:
-        report = from_class(out, threshold=args.threshold, min_chars=args.min_chars)
-    except ValueError as exc:
+        names = roster.for_run(out=out, roster=Path(args.roster) if getattr(args, "roster", None) else None)
+        report = from_class(out, threshold=args.threshold, min_chars=args.min_chars, names=names)
+    except ValueError as exc:  # RosterError too
         print(f"transformer-course similarity: error: {exc}", file=sys.stderr)
         return 2
     index = write(report, out / "similarity")
