@@ -288,6 +288,7 @@ def test_a_class_run_shows_names_extensions_and_excused_students_everywhere(smal
     """Through the command, on two real notebooks of 01 (both handed in 2026-11-23 18:00 UTC, 6 h after the
     class's due date) and bob's nothing: ada has an extension, bob is excused by the LMS's excused.csv; the
     names come from collect's students.csv beside SUBMITTED. A minute: `make bench` runs it."""
+    import datetime as dt
     import json
 
     from tests.conftest import GRADING_TIMEOUT
@@ -314,6 +315,11 @@ def test_a_class_run_shows_names_extensions_and_excused_students_everywhere(smal
     assert ("due 2026-11-24 12:00 +00:00 (your extension; the class's due date is 2026-11-23 12:00 +00:00): on "
             "time.") in page
     assert page.index("course: student -->") < page.index("course: lateness -->")  # the name on top
+    from nbgrader.api import Gradebook  # the formgrader's due date for ada: her own
+
+    with Gradebook(f"sqlite:///{out / 'nbgrader' / 'gradebook.db'}") as gb:
+        assert gb.find_submission("01_self_attention", "ada").extension == dt.timedelta(hours=24)
+        assert gb.find_submission("01_self_attention", "cho").extension is None
     assert main(["report", str(out)]) == 0
     report = (out / "report" / "index.html").read_text()
     assert "<bdi>Cho Chang</bdi>" in report and "<script>alert(1)" not in report
