@@ -647,6 +647,16 @@ def test_the_feedback_page_says_the_extended_due_date_or_that_it_is_excused(tmp_
     assert "h late" not in said[("10004", B)] and "not counted." in said[("10004", B)]
     assert "Handed in 2026-11-26 13:00 +01:00, due 2026-11-24 23:59 +01:00: 37.02 h late; 2 points off" in said[
         ("10004", A)]
+    # excused by the LMS, no due date at all: the excused page says so, the others say nothing of lateness
+    only = _per_student(tmp_path, "", excused_csv="student_id,assignment\n10004,01_self_attention\n")
+    for student, banner in (("10004", True), ("10001", False)):
+        page = tmp_path / f"{student}.html"
+        page.write_text("<html><body><p>the page</p></body></html>")
+        result = _graded(student)
+        apply([result], {}, only, now=AFTER)
+        late_banner(page, result, only)
+        assert ("Excused: this notebook does not count" in page.read_text()) is banner
+        assert "course: lateness" not in page.read_text() or banner
 
 
 def test_results_json_keeps_extended_and_excused_and_a_stranger_is_named(tmp_path):

@@ -134,10 +134,10 @@ class ClassBook:
 
     def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
         """The due date (and the student's extension), the submission's time and its late penalty in the
-        gradebook, where nbgrader keeps them (naive UTC): the formgrader and ``nbgrader export`` show them. The submission's time
-        goes to ``submitted/<student>/<assignment>/timestamp.txt`` too, where nbgrader reads a hand-in's
-        time: the formgrader shows a submission as autograded only where the two are equal (else "needs
-        autograding", and no time)."""
+        gradebook, where nbgrader keeps them (naive UTC): the formgrader and ``nbgrader export`` show them.
+        The submission's time goes to ``submitted/<student>/<assignment>/timestamp.txt`` too, where nbgrader
+        reads a hand-in's time: the formgrader shows a submission as autograded only where the two are equal
+        (else "needs autograding", and no time)."""
         def utc(when: dt.datetime) -> dt.datetime:
             return when.astimezone(dt.UTC).replace(tzinfo=None)
 

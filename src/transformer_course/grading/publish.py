@@ -28,7 +28,7 @@ def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> N
     extension's, and the class's beside it), or that it is excused (replacing what an earlier run said there)."""
     if not page.is_file():
         return
-    text = page.read_text()
+    text = original = page.read_text()
     start, end = text.find(BANNER[0]), text.find(BANNER[1])
     if start >= 0 and end > start:
         text = text[:start] + text[end + len(BANNER[1]):]
@@ -38,12 +38,16 @@ def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> N
             if deadlines.excused_by(a, result.student_id) else "")
     if result.submitted_at:  # both in the time zone the due date was given in, in one format
         due_said = f"due {deadlines.shown(a, theirs) if theirs else 'never'}"
-        if theirs != due and theirs is not None:
-            due_said += f" (your extension; the class's due date is {deadlines.shown(a, due) if due else 'none'})"
+        if theirs != due and due is not None:  # an extension moves a due date: there is one
+            due_said += f" (your extension; the class's due date is {deadlines.shown(a, due)})"
         said += (f"Handed in {deadlines.shown(a, result.submitted_at)}, {due_said}: "
                  + (f"{result.late_by:g} h late; {count(result.late_penalty, 'point')} off "
                     f"({html.escape(deadlines.policy.describe())})." if result.late_by else
                     ("not counted." if said else "on time.")))
+    elif not said and due is None:  # no due date and not excused: nothing to say (as without deadlines)
+        if text != original:
+            atomic_write(page, text)
+        return
     elif not said:
         said = "When this notebook was handed in is not known."
     if result.late_note:
