@@ -275,7 +275,8 @@ built from <code>results.json</code>.</p>
 <h2>Scores</h2>
 <p>Final scores, after late penalties (as in <code>lms.csv</code>); the raw score follows where a penalty took
 points off. "Written" is the answers in words, graded by hand in formgrader: their points, or
-"awaiting" until every question of the notebook has points ({count(awaiting, 'notebook')} awaiting).</p>
+"awaiting" until every question of the notebook has points ({count(awaiting, 'notebook')} awaiting). An excused
+notebook does not count (in no total). Click a column's heading to sort the table by it.</p>
 {_table(["student", *name_col, *assignments, "total"], score_rows, sortable=True)}
 <h2>Named mistakes, most frequent first</h2>
 {_table(["exercise", "mistake", "students", "who"], mistake_rows) if mistake_rows else "<p>None.</p>"}
