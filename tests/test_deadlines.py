@@ -517,3 +517,164 @@ def test_the_sample_classs_hand_ins_are_plausible_and_give_its_late_penalties(re
     listed = {(s, a): off for s, rows in expected.items() if isinstance(rows, dict)
               for a, off in rows.get("late", {}).items()}
     assert late == pytest.approx(listed) and listed  # cho's 03_multi_head: 1.6
+
+
+# --- Per student (issue 60, item 5): extensions and excused students ---------------------------------------
+
+B = "02_scaled_dot_product"
+PER_STUDENT = ('due = "2026-11-24T23:59:00+01:00"\n[late]\npolicy = "fixed"\npoints = 2\n'
+               '[extensions]\n"10003" = { "01_self_attention" = "2026-12-05T18:00:00+01:00", '
+               '"02_scaled_dot_product" = 48 }\n"10007" = { "*" = 72 }\n'
+               '[excused]\n"10004" = ["02_scaled_dot_product"]\n')
+
+
+def _per_student(tmp_path, text: str = PER_STUDENT, excused_csv: str | None = None):
+    path = tmp_path / "deadlines.toml"
+    path.write_text(text)
+    csv_path = None
+    if excused_csv is not None:
+        csv_path = tmp_path / "excused.csv"
+        csv_path.write_text(excused_csv)
+    return load(path, known=[A, B], excused_csv=csv_path)
+
+
+def test_an_extension_moves_one_students_due_date_by_a_date_or_hours(tmp_path):
+    deadlines = _per_student(tmp_path)
+    due = dt.datetime(2026, 11, 24, 22, 59, tzinfo=UTC)
+    assert deadlines.due(A) == deadlines.due(A, "10001") == due  # everyone else: the class's
+    assert deadlines.due(A, "10003") == dt.datetime(2026, 12, 5, 17, tzinfo=UTC)  # a date
+    assert deadlines.due(B, "10003") == due + dt.timedelta(hours=48)  # hours added
+    assert deadlines.due(A, "10007") == deadlines.due(B, "10007") == due + dt.timedelta(hours=72)  # "*"
+    assert deadlines.extended(A, "10003") and not deadlines.extended(A, "10004")
+    assert deadlines.excused_by(B, "10004") == "the deadlines file" and not deadlines.excused_by(A, "10004")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[extensions]\n"10003" = { "01_self_atention" = 24 }', r"extensions\.10003\.01_self_atention \(student 10003, "
+     r"assignment 01_self_atention\): no assignment of that name"),
+    ('[extensions]\n"10003" = { "01_self_attention" = "2026-11-20T18:00:00+01:00" }',
+     r"\(student 10003, assignment 01_self_attention\): 2026-11-20 18:00 \+01:00 is not after the assignment's due "
+     r"date \(2026-11-24 23:59 \+01:00\)"),
+    ('[extensions]\n"10003" = { "01_self_attention" = 0 }', r"\(student 10003, assignment 01_self_attention\): 0 "
+     r"hours; expected a number of hours > 0"),
+    ('[extensions]\n"10003" = { "01_self_attention" = nan }', r"student 10003, assignment 01_self_attention\): nan"),
+    ('[extensions]\n"10003" = { "01_self_attention" = "2026-12-05T18:00:00" }',
+     r"\(student 10003, assignment 01_self_attention\): '2026-12-05T18:00:00' has no time zone"),
+    ('[extensions]\n"10003" = { "*" = "2026-12-05T18:00:00+01:00" }',
+     r'\(student 10003, every assignment\): "\*" takes a number of hours'),
+    ('[extensions]\n"10003" = 24', r"extensions\.10003 must be a table of assignment = due date or hours"),
+    ('[extensions]\n" 10003" = { "*" = 24 }', r"student id ' 10003'; expected an id as the folders"),
+    ('[excused]\n"10004" = "02_scaled_dot_product"', r"excused\.10004 \(student 10004\) must be a list"),
+    ('[excused]\n"10004" = ["02_scaled"]', r"excused\.10004 \(student 10004\) names '02_scaled', no assignment"),
+    ('[extension]\n"10003" = { "*" = 24 }', r"unknown key\(s\) extension"),
+])
+def test_a_malformed_extension_or_excuse_is_refused_naming_the_student_and_the_assignment(tmp_path, text, message):
+    with pytest.raises(DeadlineError, match=message):
+        _per_student(tmp_path, 'due = "2026-11-24T23:59:00+01:00"\n' + text + "\n")
+
+
+def test_an_extension_needs_a_due_date_to_move_and_an_excuse_needs_none(tmp_path):
+    with pytest.raises(DeadlineError, match=r"\(student 10003, assignment 02_scaled_dot_product\): the assignment "
+                                            r"has no due date to move"):
+        _per_student(tmp_path, '[assignments]\n"01_self_attention" = "2026-11-24T23:59:00+01:00"\n'
+                               '[extensions]\n"10003" = { "02_scaled_dot_product" = 24 }\n')
+    with pytest.raises(DeadlineError, match=r"\[extensions\] move due dates, and no assignment has one"):
+        _per_student(tmp_path, '[extensions]\n"10003" = { "*" = 24 }\n')
+    excused = _per_student(tmp_path, '[excused]\n"10004" = ["01_self_attention"]\n')  # no due date at all
+    assert excused is not None and excused.due(A) is None and excused.excused_by(A, "10004")
+
+
+def test_excused_csv_from_the_lms_is_a_second_source_checked_as_strictly(tmp_path):
+    deadlines = _per_student(tmp_path, excused_csv="student_id,assignment,source\n10005,01_self_attention,canvas\n")
+    assert deadlines.excused_by(A, "10005") == "excused.csv" and deadlines.excused_by(B, "10004")
+    assert load(None, "2026-11-24T23:59:00+01:00", known=[A], excused_csv=tmp_path / "none.csv").excused == {}
+    with pytest.raises(DeadlineError, match=r"excused\.csv, line 3: student 10006 is excused from '01_self', no "
+                                            "assignment of the course"):
+        _per_student(tmp_path, excused_csv="student_id,assignment\n10005,01_self_attention\n10006,01_self\n")
+    with pytest.raises(DeadlineError, match="no assignment column; expected the header student_id,assignment"):
+        _per_student(tmp_path, excused_csv="student_id,task\n10005,01_self_attention\n")
+
+
+def test_apply_grades_by_the_students_own_due_date_and_never_an_excused_one_late(tmp_path):
+    """Three hand-ins of 01 at the same instant, a day after the class's due date: late for 10001, on time
+    for 10003 (extended), and for 10004 (excused from 01 by excused.csv) excused: no penalty. A missing
+    notebook of an excused student is excused, not missing, in the run's table, and no total counts it."""
+    from transformer_course.grading.grade import score_table
+    from transformer_course.instructors.deadlines import excuse
+
+    deadlines = _per_student(tmp_path, excused_csv="student_id,assignment\n10004,01_self_attention\n")
+    stamp = b"2026-11-26 12:00:00.000000 UTC"
+    where = {(s, A): _handed_in(tmp_path, stamp, student=s) for s in ("10001", "10003", "10004")}
+    results = [_graded(s) for s in ("10001", "10003", "10004")]
+    apply(results, where, deadlines, now=AFTER)
+    late, extended, excused = results
+    assert (late.late_by, late.late_penalty, late.extended, late.excused) == (37.02, 2.0, False, False)
+    assert (extended.late_by, extended.late_penalty, extended.extended) == (0.0, 0.0, True)
+    assert extended.due == "2026-12-05T18:00+01:00"  # the student's own, in the due date's zone
+    assert (excused.late_by, excused.late_penalty, excused.excused) == (0.0, 0.0, True)
+    gone = SubmissionResult("10004", B, "missing", "no notebook handed in",
+                            exercises=[ExerciseResult("scaled_dot_product_attention", 0.0, 8.0)])
+    assert excuse(gone, deadlines) and gone.excused
+    others = [SubmissionResult(s, B, "missing", exercises=[ExerciseResult("x", 0.0, 8.0)]) for s in ("10001", "10003")]
+    table = score_table([*results, gone, *others])
+    rows = {line.split()[0]: line for line in table.splitlines()[1:4]}
+    assert rows["10003"].split()[1:] == ["9/10", "ext", "0/8", "missing", "9/18"]
+    assert rows["10004"].split()[1:] == ["excused", "excused", "0/0"]  # in no total
+    assert "no notebook handed in" not in table  # an excused notebook loses no points
+    assert "due 2026-12-05 18:00 +01:00 (extended)" not in table  # on time: no Late line
+
+
+def test_the_feedback_page_says_the_extended_due_date_or_that_it_is_excused(tmp_path):
+    from transformer_course.grading.publish import late_banner
+
+    deadlines = _per_student(tmp_path)
+    stamp = b"2026-11-26 12:00:00.000000 UTC"
+    where = {(s, a): _handed_in(tmp_path, stamp, a, student=s) for s in ("10003", "10004") for a in (A, B)}
+    results = [_graded(s, a) for s in ("10003", "10004") for a in (A, B)]
+    apply(results, where, deadlines, now=AFTER)
+    said = {}
+    for r in results:
+        page = tmp_path / f"{r.student_id}-{r.assignment}.html"
+        page.write_text("<html><body><p>the page</p></body></html>")
+        late_banner(page, r, deadlines)
+        late_banner(page, r, deadlines)  # a second run replaces the first's banner
+        assert page.read_text().count("course: lateness -->") == 2
+        said[(r.student_id, r.assignment)] = page.read_text()
+    assert ("Handed in 2026-11-26 13:00 +01:00, due 2026-12-05 18:00 +01:00 (your extension; the class's due date "
+            "is 2026-11-24 23:59 +01:00): on time.") in said[("10003", A)]
+    assert "due 2026-11-26 23:59 +01:00 (your extension; the class's" in said[("10003", B)]  # 48 hours more
+    assert "Excused: this notebook does not count toward your grade" in said[("10004", B)]
+    assert "h late" not in said[("10004", B)] and "not counted." in said[("10004", B)]
+    assert "Handed in 2026-11-26 13:00 +01:00, due 2026-11-24 23:59 +01:00: 37.02 h late; 2 points off" in said[
+        ("10004", A)]
+    # excused by the LMS, no due date at all: the excused page says so, the others say nothing of lateness
+    only = _per_student(tmp_path, "", excused_csv="student_id,assignment\n10004,01_self_attention\n")
+    for student, banner in (("10004", True), ("10001", False)):
+        page = tmp_path / f"{student}.html"
+        page.write_text("<html><body><p>the page</p></body></html>")
+        result = _graded(student)
+        apply([result], {}, only, now=AFTER)
+        late_banner(page, result, only)
+        assert ("Excused: this notebook does not count" in page.read_text()) is banner
+        assert "course: lateness" not in page.read_text() or banner
+
+
+def test_results_json_keeps_extended_and_excused_and_a_stranger_is_named(tmp_path):
+    import json
+
+    from transformer_course.grading.publish import write_csvs
+
+    deadlines = _per_student(tmp_path)
+    results = [_graded("10003"), _graded("10004", B)]
+    where = {(r.student_id, r.assignment): _handed_in(tmp_path, b"2026-11-26 12:00:00 UTC", r.assignment,
+                                                       r.student_id) for r in results}
+    apply(results, where, deadlines, now=AFTER)
+    out = tmp_path / "out"
+    out.mkdir()
+    write_csvs(results, out)
+    kept = {(r["student_id"], r["assignment"]): r for r in json.loads((out / "results.json").read_text())}
+    assert (kept[("10003", A)]["extended"], kept[("10003", A)]["excused"]) == (True, False)
+    assert (kept[("10004", B)]["extended"], kept[("10004", B)]["excused"]) == (False, True)
+    # 10007's extension names a student with no folder and no name: a typo in an id, said
+    assert deadlines.strangers(tmp_path / "submitted", {}) == ["10007"]
+    assert deadlines.strangers(tmp_path / "submitted", {"10007": "Gus"}) == []

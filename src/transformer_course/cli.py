@@ -71,23 +71,31 @@ def _grade(args: argparse.Namespace) -> int:
     from transformer_course.grading.batch import OutputBusy, grade_class, selected
     from transformer_course.grading.faults import fault_of, kept_line, resume_hint
     from transformer_course.grading.grade import score_table
+    from transformer_course.instructors import roster
+    from transformer_course.instructors.deadlines import EXCUSED_CSV
     from transformer_course.instructors.deadlines import load as load_deadlines
 
     out = _user_path(args.out)
+    submitted = _user_path(args.submitted)
     repo = Repo()
     try:
         only = selected(repo, args.assignment)
     except KeyError as exc:
         print(f"transformer-course grade: error: {exc.args[0]}", file=sys.stderr)
         return 2
-    # Deadlines are read (and a malformed one refused) before any grading starts.
+    # Deadlines and names are read (and a malformed file refused) before any grading starts.
     deadlines = load_deadlines(_user_path(args.deadlines) if args.deadlines else None, args.due,
-                               known=[a.name for a in repo.assignments()], policy=args.late_policy,
-                               points=args.late_points, percent_per_day=args.late_percent, cap=args.late_cap)
+                               known=[a.name for a in repo.assignments()], excused_csv=submitted.parent / EXCUSED_CSV,
+                               policy=args.late_policy, points=args.late_points, percent_per_day=args.late_percent,
+                               cap=args.late_cap)
+    names = roster.for_run(submitted, _user_path(args.roster) if args.roster else None)
     if deadlines is not None:
         print(f"late policy: {deadlines.policy.describe()}", file=sys.stderr)
+        if strangers := deadlines.strangers(submitted, names):
+            print(f"warning: the deadlines name student(s) with no folder in {args.submitted} and no name in the "
+                  f"roster: {', '.join(strangers)} (a typo in an id?)", file=sys.stderr)
     try:
-        results = grade_class(_user_path(args.submitted), out, repo, timeout=args.timeout,
+        results = grade_class(submitted, out, repo, timeout=args.timeout, names=names,
                               workers=args.workers, scheduler=args.scheduler, regrade=args.regrade,
                               memory_mb=args.memory_limit, notebook_timeout=args.notebook_timeout,
                               max_output_mb=args.max_output, deadlines=deadlines, only=only,
@@ -111,7 +119,7 @@ def _grade(args: argparse.Namespace) -> int:
               f"{kept_line(getattr(exc, 'grading_progress', None), args.out)}; {resume_hint(fault, args.out)}",
               file=sys.stderr)
         return 1
-    print(score_table(results))
+    print(score_table(results, names))
     print(f"\nwrote {args.out}/grades.csv, exercises.csv, lms.csv, feedback/ and nbgrader/ (gradebook)")
     if awaiting := sum(r.manual_status == "awaiting" for r in results):
         print(f"{awaiting} notebook{'s have' if awaiting > 1 else ' has'} answers in words awaiting your grading: "
@@ -173,7 +181,7 @@ def _report(args: argparse.Namespace) -> int:
     try:
         if out.is_dir():
             check_writable(out)  # a read-only OUT says so, not "nbgrader generate_assignment failed"
-        page = build_report(out)
+        page = build_report(out, _user_path(args.roster) if args.roster else None)
     except KeyboardInterrupt:
         _traceback(args)
         print("\ninterrupted: the report is not complete; run the same command again", file=sys.stderr)
@@ -281,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="for --late-policy per-day: percent of the notebook's points per started day late")
     p.add_argument("--late-cap", type=float, default=None, metavar="PERCENT",
                    help="for --late-policy per-day: at most this percent in all (default 100)")
+    p.add_argument("--roster", default=None, metavar="FILE.csv",
+                   help="students' names (columns student_id,name) shown beside their ids; default: students.csv "
+                        "beside SUBMITTED (written by collect), else ids alone")
     p.add_argument("--debug", action="store_true", help="show the traceback of a failure (a full disk, Ctrl-C, ...)")
     p.set_defaults(func=_grade)
 
@@ -346,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")
+    p.add_argument("--roster", default=None, metavar="FILE.csv",
+                   help="students' names (columns student_id,name); default: those `grade` kept in OUT/roster.csv")
     p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     p.set_defaults(func=_report)
 

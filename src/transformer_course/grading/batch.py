@@ -62,6 +62,7 @@ from transformer_course.grading.intake import DEFAULT_MAX_MB
 from transformer_course.grading.publish import late_banner, write_csvs, written_on_pages
 from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
+from transformer_course.instructors import roster
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, Assignment, Repo
 
@@ -227,7 +228,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
                 memory_mb: int = 4096, notebook_timeout: int = 1800,
                 max_output_mb: float = 10.0, deadlines: Deadlines | None = None,
                 threads: int | None = None, only: list[str] | None = None,
-                max_submission_mb: float | None = DEFAULT_MAX_MB) -> list[SubmissionResult]:
+                max_submission_mb: float | None = DEFAULT_MAX_MB,
+                names: dict[str, str] | None = None) -> list[SubmissionResult]:
     """Grade every submission under ``submitted``; write records, gradebook, CSVs and feedback under ``out``.
 
     Args:
@@ -248,6 +250,8 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
             the others are neither graded nor reported, nor counted missing. Default: all.
         max_submission_mb: a notebook larger than this (MiB) is ``refused`` before it is read
             (None: no cap). So is one that is, or lies below, a symbolic link or a special file.
+        names: student id -> name (:func:`.roster.for_run`): on the feedback pages, kept in
+            ``OUT/roster.csv`` for ``report`` and ``similarity``.
 
     Returns:
         One result per (student, assignment), sorted by student then assignment.
@@ -267,7 +271,7 @@ def grade_class(submitted: Path, out: Path, repo: Repo | None = None, timeout: i
             limits = {"timeout": timeout, "memory_mb": memory_mb, "notebook_timeout": notebook_timeout,
                       "max_output_mb": max_output_mb}
             return _grade_class(submitted, out, repo, limits, progress, workers, scheduler, regrade, deadlines,
-                                threads, chosen, max_submission_mb, done)
+                                threads, chosen, max_submission_mb, done, names or {})
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             stop.sweep()  # no kernel, judge, sandbox or worker of this run outlives it
@@ -365,7 +369,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                  scheduler: str | None, regrade: bool, deadlines: Deadlines | None = None,
                  threads: int | None = None, only: list[str] | None = None,
                  max_submission_mb: float | None = DEFAULT_MAX_MB, done: Progress | None = None,
-                 ) -> list[SubmissionResult]:
+                 names: dict[str, str] | None = None) -> list[SubmissionResult]:
     done = done if done is not None else Progress()
     assignments = {a.name: a for a in convert_sources(repo) if only is None or a.name in only}
     if unsandboxed := sandbox.warning():
@@ -461,9 +465,11 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
             _handed_in(r, assignments[r.assignment], where, book)
     points = book.written(results, assignments)
     write_csvs(results, out)
-    for r in results:  # the instructor's points on the pages, none as 0
+    roster.keep(out, names or {})
+    for r in results:  # the instructor's points on the pages, none as 0; the student's name on top
         with boundary.pair("pages") as failed:
             written_on_pages(out, [r], assignments, points)
+            roster.heading_on_page(_page(out, r, assignments[r.assignment]), r.student_id, names or {})
         if failed:
             print(f"warning: {r.student_id} {r.assignment}: its feedback page does not show the points in words "
                   f"({failed[0].reason})", file=sys.stderr)
@@ -511,9 +517,10 @@ def _lateness(result: SubmissionResult, assignment: Assignment, where: dict, dea
               book: ClassBook, out: Path) -> None:
     """One pair's hand-in time, late penalty, gradebook entry and banner, inside its boundary: a
     time that cannot be worked with (a date out of range) is said on its row and page, never the run's end."""
+    late.excuse(result, deadlines)  # a missing notebook can be excused too
     if result.status in (*NOT_GRADED, GRADER_ERROR):
         return
-    page = out / "feedback" / result.student_id / result.assignment / f"{assignment.notebook}.html"
+    page = _page(out, result, assignment)
     with boundary.pair("lateness") as failed:
         late.apply([result], where, deadlines)
     if failed:
@@ -531,6 +538,10 @@ def _lateness(result: SubmissionResult, assignment: Assignment, where: dict, dea
     if failed:
         print(f"warning: {result.student_id} {result.assignment}: its feedback page does not say its lateness "
               f"({boundary.said(failed[0].error)})", file=sys.stderr)
+
+
+def _page(out: Path, result: SubmissionResult, assignment: Assignment) -> Path:
+    return out / "feedback" / result.student_id / result.assignment / f"{assignment.notebook}.html"
 
 
 def _handed_in(result: SubmissionResult, assignment: Assignment, where: dict, book: ClassBook) -> None:

@@ -133,11 +133,11 @@ class ClassBook:
         return points
 
     def lateness(self, assignment: Assignment, result: SubmissionResult, due: Any) -> None:
-        """The due date, the submission's time and its late penalty in the gradebook, where nbgrader
-        keeps them (naive UTC): the formgrader and ``nbgrader export`` show them. The submission's time
-        goes to ``submitted/<student>/<assignment>/timestamp.txt`` too, where nbgrader reads a hand-in's
-        time: the formgrader shows a submission as autograded only where the two are equal (else "needs
-        autograding", and no time)."""
+        """The due date (and the student's extension), the submission's time and its late penalty in the
+        gradebook, where nbgrader keeps them (naive UTC): the formgrader and ``nbgrader export`` show them.
+        The submission's time goes to ``submitted/<student>/<assignment>/timestamp.txt`` too, where nbgrader
+        reads a hand-in's time: the formgrader shows a submission as autograded only where the two are equal
+        (else "needs autograding", and no time)."""
         def utc(when: dt.datetime) -> dt.datetime:
             return when.astimezone(dt.UTC).replace(tzinfo=None)
 
@@ -146,6 +146,9 @@ class ClassBook:
             gb.find_assignment(assignment.name).duedate = None if due is None else utc(due)
             submission = gb.find_submission(assignment.name, result.student_id)
             submission.timestamp = when
+            # the student's own due date (deadlines.py's [extensions]) as nbgrader keeps it: an extension
+            extended = result.extended and result.due and due is not None
+            submission.extension = utc(dt.datetime.fromisoformat(result.due)) - utc(due) if extended else None
             notebook = gb.find_submission_notebook(assignment.notebook, assignment.name, result.student_id)
             notebook.late_submission_penalty = result.late_penalty or None
             gb.db.commit()

@@ -81,7 +81,9 @@ class SubmissionResult:
     late_by: float = 0.0  # hours after the due date; 0 on time
     late_penalty: float = 0.0  # points off for lateness (the late policy's)
     late_note: str = ""  # how the time was found, where not from nbgrader's timestamp.txt
-    due: str = ""  # the assignment's due date, ISO 8601, in the offset it was given in
+    due: str = ""  # the student's due date, ISO 8601, in the offset it was given in
+    extended: bool = False  # the student's due date is an extension (the deadlines file's [extensions])
+    excused: bool = False  # excused (Canvas's meaning: it does not count): never late, left out of totals
 
     @property
     def score(self) -> float:
@@ -522,12 +524,17 @@ def schema_rule(error: Exception) -> str:
     return f"{one_line(where, 80)}: {said}"
 
 
-def score_table(results: list[SubmissionResult]) -> str:
-    """Students x assignments, then every exercise that lost points with its feedback."""
+def score_table(results: list[SubmissionResult], names: dict[str, str] | None = None) -> str:
+    """Students x assignments, then every exercise that lost points with its feedback. ``names``: student id
+    -> name (:mod:`.roster`): shown beside the id, the rows sorted by name (else by id). An excused notebook
+    says so and is left out of the total; an extended due date is marked ``ext``."""
+    from transformer_course.instructors.roster import label, sort_key
+
+    names = names or {}
     assignments = sorted({r.assignment for r in results})
-    students = sorted({r.student_id for r in results})
+    students = sorted({r.student_id for r in results}, key=lambda s: sort_key(s, names))
     by_key = {(r.student_id, r.assignment): r for r in results}
-    width = max([len("student")] + [len(s) for s in students])
+    width = max([len("student")] + [len(label(s, names)) for s in students])
     cols = [max(len(a), 9) for a in assignments]
     lines = ["  ".join(["student".ljust(width)] + [a.ljust(c) for a, c in zip(assignments, cols, strict=True)]
                        + ["total"])]
@@ -535,13 +542,19 @@ def score_table(results: list[SubmissionResult]) -> str:
         cells, total, total_max = [], 0.0, 0.0
         for a, c in zip(assignments, cols, strict=True):
             r = by_key[(s, a)]
+            if r.excused:  # Canvas's meaning: it does not count
+                cells.append("excused".ljust(c))
+                continue
             total, total_max = total + r.final_score, total_max + r.max_score
             mark = "" if r.status == "graded" else f" {r.status}"
             mark += f" late -{r.late_penalty:g}" if r.late_penalty else (" late" if r.late_by else "")
+            mark += " ext" if r.extended else ""
             cells.append(f"{r.final_score:g}/{r.max_score:g}{mark}".ljust(c))
-        lines.append("  ".join([s.ljust(width)] + cells + [f"{total:g}/{total_max:g}"]))
+        lines.append("  ".join([label(s, names).ljust(width)] + cells + [f"{total:g}/{total_max:g}"]))
     details = []
     for r in results:
+        if r.excused:  # it does not count
+            continue
         if r.status != "graded" and r.score == 0 and r.reason:  # one reason for the whole notebook
             details.append(f"  {r.student_id} {r.assignment} 0/{r.max_score:g}: {r.reason}")
             continue
@@ -554,7 +567,8 @@ def score_table(results: list[SubmissionResult]) -> str:
 
     # as the feedback page says it: both dates in the due date's own time zone (the offset they are kept in)
     late = [f"  {r.student_id} {r.assignment}: handed in {show(r.submitted_at)}, due "
-            f"{show(r.due) if r.due else 'never'}: {r.late_by:g} h late; {count(r.late_penalty, 'point')} off"
+            f"{show(r.due) if r.due else 'never'}{' (extended)' if r.extended else ''}: {r.late_by:g} h late; "
+            f"{count(r.late_penalty, 'point')} off"
             for r in results if r.late_by]
     notes = [f"  {r.student_id} {r.assignment}: {r.late_note}" for r in results if r.late_note]
     if late:

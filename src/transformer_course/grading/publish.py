@@ -16,6 +16,7 @@ from transformer_course.grading.classbook import ClassBook
 from transformer_course.grading.grade import ExerciseResult, SubmissionResult
 from transformer_course.grading.spreadsheet import csv_text
 from transformer_course.instructors.deadlines import Deadlines
+from transformer_course.instructors.roster import HEADING
 from transformer_course.layout import Assignment, Repo
 from transformer_course.words import count
 
@@ -23,27 +24,39 @@ BANNER = ("<!-- course: lateness -->", "<!-- /course: lateness -->")
 
 
 def late_banner(page: Path, result: SubmissionResult, deadlines: Deadlines) -> None:
-    """Say on the feedback page when the notebook was handed in against its due date (replacing what
-    an earlier run said there)."""
+    """Say on the feedback page when the notebook was handed in against the student's due date (their
+    extension's, and the class's beside it), or that it is excused (replacing what an earlier run said there)."""
     if not page.is_file():
         return
-    text = page.read_text()
+    text = original = page.read_text()
     start, end = text.find(BANNER[0]), text.find(BANNER[1])
     if start >= 0 and end > start:
         text = text[:start] + text[end + len(BANNER[1]):]
-    due = deadlines.due(result.assignment)
+    a = result.assignment
+    due, theirs = deadlines.due(a), deadlines.due(a, result.student_id)
+    said = ("Excused: this notebook does not count toward your grade, and is never late. "
+            if deadlines.excused_by(a, result.student_id) else "")
     if result.submitted_at:  # both in the time zone the due date was given in, in one format
-        said = (f"Handed in {deadlines.shown(result.assignment, result.submitted_at)}, due "
-                f"{deadlines.shown(result.assignment, due) if due else 'never'}: "
-                + (f"{result.late_by:g} h late; {count(result.late_penalty, 'point')} off "
-                   f"({html.escape(deadlines.policy.describe())})." if result.late_by else "on time."))
-    else:
+        due_said = f"due {deadlines.shown(a, theirs) if theirs else 'never'}"
+        if theirs != due and due is not None:  # an extension moves a due date: there is one
+            due_said += f" (your extension; the class's due date is {deadlines.shown(a, due)})"
+        said += (f"Handed in {deadlines.shown(a, result.submitted_at)}, {due_said}: "
+                 + (f"{result.late_by:g} h late; {count(result.late_penalty, 'point')} off "
+                    f"({html.escape(deadlines.policy.describe())})." if result.late_by else
+                    ("not counted." if said else "on time.")))
+    elif not said and due is None:  # no due date and not excused: nothing to say (as without deadlines)
+        if text != original:
+            atomic_write(page, text)
+        return
+    elif not said:
         said = "When this notebook was handed in is not known."
     if result.late_note:
         said += f" ({html.escape(result.late_note)}.)"
     banner = (f'{BANNER[0]}<div style="border:1px solid #999;padding:.5em;margin:.5em 0;font-family:sans-serif">'
-              f"{said}</div>{BANNER[1]}")
+              f"{said.strip()}</div>{BANNER[1]}")
     at = text.find(">", text.find("<body")) + 1 if "<body" in text else 0
+    if (named := text.find(HEADING[1])) >= 0:  # below the student's name (roster.heading_on_page)
+        at = named + len(HEADING[1])
     atomic_write(page, text[:at] + banner + text[at:])
 
 
@@ -161,6 +174,7 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     atomic_write(out / "results.json", json.dumps(
         [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
           "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
-          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due, "manual_score": r.manual_score,
+          "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due, "extended": r.extended,
+          "excused": r.excused, "manual_score": r.manual_score,
           "manual_max_score": r.manual_max_score, "manual_status": r.manual_status} for r in results],
         indent=1) + "\n")

@@ -36,6 +36,17 @@ A deadlines file (TOML), kept beside the class::
     grace_minutes = 5                      # late by at most this much counts as on time
     [released]                             # optional: when an assignment was released (else start)
     "07_training" = "2026-11-20T09:00:00+01:00"
+    [extensions]                           # optional: per student, a later due date or hours added
+    "10003" = { "01_self_attention" = "2026-12-05T18:00:00+01:00", "02_scaled_dot_product" = 48 }
+    "10007" = { "*" = 72 }                 # "*": every assignment with a due date not named for them
+    [excused]                              # optional: per student, assignments that do not count
+    "10004" = ["02_scaled_dot_product"]
+
+An extension moves one student's due date (:meth:`Deadlines.due` with the student): a date (with its
+zone, after the assignment's own due date) or a number of hours (> 0) added to it. An excused
+assignment is Canvas's "excused": it does not count, so it is never late and is left out of the totals
+(``excused`` in results.json, the run's table and the report). A second source of excused students is
+``excused.csv`` beside ``students.csv`` (``student_id,assignment``, written from Canvas's API).
 
 The command line's ``--due`` and ``--late-*`` options override the file's values. Penalties are
 those of nbgrader's ``LateSubmissionPlugin`` family: never below zero points, never more than the
@@ -64,6 +75,7 @@ MAX_TIMESTAMP_BYTES = 4096  # nbgrader writes one line of about 30 bytes
 SKEW = dt.timedelta(minutes=10)  # a hand-in clock ahead of the grader's by at most this is not "after the run"
 COURSE_LENGTH = dt.timedelta(days=365)  # without a start: no hand-in is this long before the first due date
 FILE_TIME = "the notebook file's modification time"
+FROM_FILE = "the deadlines file"  # where an excuse came from, the other source being excused.csv
 
 
 class DeadlineError(ValueError):
@@ -165,9 +177,38 @@ class Deadlines:
     zones: dict[str, dt.tzinfo] = field(default_factory=dict)
     start: dt.datetime | None = None  # the course's start, where the deadlines file gives it
     released: dict[str, dt.datetime] = field(default_factory=dict)  # by assignment, where given
+    # By student: by assignment ("*": every other), a later due date or hours added to the assignment's.
+    extensions: dict[str, dict[str, dt.datetime | dt.timedelta]] = field(default_factory=dict)
+    # (student, assignment) -> where it was said: "the deadlines file" or the excused.csv it came from.
+    excused: dict[tuple[str, str], str] = field(default_factory=dict)
 
-    def due(self, assignment: str) -> dt.datetime | None:
-        return self.assignments.get(assignment, self.default)
+    def due(self, assignment: str, student: str | None = None) -> dt.datetime | None:
+        """``assignment``'s due date; with ``student``, theirs (an extension moves it; None: none)."""
+        due = self.assignments.get(assignment, self.default)
+        mine = self.extensions.get(student, {}) if student is not None else {}
+        extension = mine.get(assignment, mine.get("*"))
+        if due is None or extension is None:
+            return due
+        return extension if isinstance(extension, dt.datetime) else due + extension
+
+    def extended(self, assignment: str, student: str) -> bool:
+        """Whether ``student`` has an extension of ``assignment`` (their due date is not the class's)."""
+        return self.due(assignment, student) != self.due(assignment)
+
+    def strangers(self, submitted: Path, names: dict[str, str]) -> list[str]:
+        """The students ``[extensions]`` and ``[excused]`` name (not excused.csv's: the LMS knows its students)
+        who have neither a folder in ``submitted`` nor a name in ``names``: a typo in an id leaves the student
+        without their extension."""
+        try:
+            folders = {p.name for p in Path(submitted).iterdir()}
+        except OSError:
+            folders = set()
+        named = set(self.extensions) | {s for (s, _), said in self.excused.items() if said == FROM_FILE}
+        return sorted(named - folders - set(names))
+
+    def excused_by(self, assignment: str, student: str) -> str:
+        """Where ``student`` was excused from ``assignment`` (the deadlines file or excused.csv), or ""."""
+        return self.excused.get((student, assignment), "")
 
     def release(self, assignment: str) -> tuple[dt.datetime, str]:
         """The first instant a hand-in of ``assignment`` can have, and what it is, with its date in the
@@ -249,22 +290,27 @@ def given_zone(text: Any) -> dt.tzinfo:
 
 
 def load(path: Path | None, due: str | None = None, known: list[str] | None = None,
-         **late: Any) -> Deadlines | None:
+         excused_csv: Path | None = None, **late: Any) -> Deadlines | None:
     """The deadlines of a run from a deadlines file and the command line (which wins); None where
-    neither gives a due date.
+    neither gives a due date nor excuses a student.
 
     Args:
         path: a deadlines file (TOML, see the module docstring), or None.
         due: the ``--due`` option: every assignment's due date, the file's ``[assignments]`` aside.
         known: the course's assignment names; a file naming another is refused (a typo would
             otherwise leave that assignment without its deadline).
+        excused_csv: ``excused.csv`` (``student_id,assignment``, beside ``students.csv``): students
+            excused as well as the file's ``[excused]``; read where it exists.
         late: ``policy``, ``points``, ``percent_per_day``, ``cap``, ``grace_minutes`` from the
             command line; None values are left to the file.
 
     Raises:
         DeadlineError: anything malformed, with what was expected: a date without its zone or out of
             the calendar's range, a ``start`` or ``[released]`` date after a due date it opens, a
-            release before ``start``, a name of ``[assignments]`` or ``[released]`` not in ``known``.
+            release before ``start``, a name of ``[assignments]`` or ``[released]`` not in ``known``;
+            an extension or excuse that is not of the form documented, names an assignment not in
+            ``known`` or without a due date, or is not later than the due date it moves (the message
+            names the student and the assignment); an ``excused.csv`` without its two columns.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -274,10 +320,10 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
             raise DeadlineError(f"deadlines file {path} not found") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise DeadlineError(f"deadlines file {path} is not valid TOML: {exc}") from None
-        unknown = set(data) - {"due", "assignments", "late", "start", "released"}
+        unknown = set(data) - {"due", "assignments", "late", "start", "released", "extensions", "excused"}
         if unknown:
             raise DeadlineError(f"deadlines file {path}: unknown key(s) {', '.join(sorted(unknown))}; expected "
-                                "due, start, [assignments], [released] and [late]")
+                                "due, start, [assignments], [released], [late], [extensions] and [excused]")
     where = str(path) if path is not None else "deadlines"
     default = parse_due(due, "--due") if due is not None else (
         parse_due(data["due"], f"{where}: due") if "due" in data else None)
@@ -297,14 +343,21 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
     options = {**options, **{k: v for k, v in late.items() if v is not None}}
     kind = options.pop("policy", "none")
     policy = LatePolicy(kind, **options)
+    excused = _excused(data.get("excused", {}), where, known)
+    if excused_csv is not None and Path(excused_csv).is_file():
+        excused = {**_excused_csv(Path(excused_csv), known), **excused}
     if default is None and not assignments:
         if kind != "none":
             raise DeadlineError(f"a late policy ({kind}) needs a due date: --due, or due in a deadlines file")
-        return None
+        if data.get("extensions"):
+            raise DeadlineError(f"{where}: [extensions] move due dates, and no assignment has one: give due or "
+                                "[assignments]")
+        return Deadlines(excused=excused) if excused else None
     zones = {name: given_zone(value) for name, value in per.items()}
     if default is not None:
         zones[""] = given_zone(due if due is not None else data["due"])
     found = Deadlines(default, assignments, policy, zones)
+    extensions = _extensions(data.get("extensions", {}), where, known, found)
     start = parse_due(data["start"], f"{where}: start") if "start" in data else None
     released = data.get("released", {})
     if not isinstance(released, dict):
@@ -326,7 +379,124 @@ def load(path: Path | None, due: str | None = None, known: list[str] | None = No
         raise DeadlineError(f"{where}: released.{early[0]} ({show(released[early[0]], found.zone(early[0]))}) "
                             f"is before the course's start ({show(start, found.zone(''))}); expected a release "
                             "after start")
-    return Deadlines(default, assignments, policy, zones, start, released)
+    return Deadlines(default, assignments, policy, zones, start, released, extensions, excused)
+
+
+EVERY = "*"  # in [extensions]: every assignment with a due date that the student's table does not name
+EXAMPLE_EXTENSION = '"10003" = { "01_self_attention" = "2026-12-05T18:00:00+01:00", "02_scaled_dot_product" = 48 }'
+
+
+def _student(key: Any, where: str, table: str) -> str:
+    """A student id as a key of ``[extensions]`` or ``[excused]``: the id as ``students.csv`` and the folders
+    of SUBMITTED give it (no surrounding space, no control character)."""
+    if not key or key != key.strip() or not key.isprintable():
+        raise DeadlineError(f"{where}: [{table}] has the student id {_quoted(key)}; expected an id as the folders "
+                            "of SUBMITTED name it (e.g. \"10003\"), without spaces around it")
+    return key
+
+
+def _extensions(table: Any, where: str, known: list[str] | None,
+                found: Deadlines) -> dict[str, dict[str, dt.datetime | dt.timedelta]]:
+    """``[extensions]``: student -> {assignment or "*": a later due date, or hours added to the assignment's}.
+
+    Raises:
+        DeadlineError: see :func:`load`; the message names the student and the assignment.
+    """
+    if not isinstance(table, dict):
+        raise DeadlineError(f"{where}: [extensions] must be a table of student = {{ assignment = due date or "
+                            f"hours }}, e.g. {EXAMPLE_EXTENSION}")
+    extensions: dict[str, dict[str, dt.datetime | dt.timedelta]] = {}
+    for student, per in table.items():
+        student = _student(student, where, "extensions")
+        if not isinstance(per, dict) or not per:
+            raise DeadlineError(f"{where}: extensions.{student} must be a table of assignment = due date or hours, "
+                                f"got {per!r}; e.g. {EXAMPLE_EXTENSION}")
+        mine: dict[str, dt.datetime | dt.timedelta] = {}
+        for assignment, value in per.items():
+            said = f"{where}: extensions.{student}.{assignment} (student {student}, "
+            said += "every assignment)" if assignment == EVERY else f"assignment {assignment})"
+            if assignment != EVERY and known is not None and assignment not in known:
+                raise DeadlineError(f"{said}: no assignment of that name; the course's are {', '.join(known)} "
+                                    f'(or "{EVERY}" for every one)')
+            base = found.due(assignment) if assignment != EVERY else None
+            if assignment != EVERY and base is None:
+                raise DeadlineError(f"{said}: the assignment has no due date to move; give it one (due or "
+                                    "[assignments])")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if not math.isfinite(value) or value <= 0 or value > 24 * 366:
+                    raise DeadlineError(f"{said}: {value!r} hours; expected a number of hours > 0 (and under a "
+                                        "year) added to the due date, or a due date such as "
+                                        f"{EXAMPLE_DUE!r}")
+                mine[assignment] = dt.timedelta(hours=value)
+                continue
+            if assignment == EVERY:
+                raise DeadlineError(f'{said}: "{EVERY}" takes a number of hours added to each due date, got '
+                                    f"{value!r}; give a date per assignment instead")
+            when = parse_due(value, said.rstrip(" ,"))
+            if base is not None and when <= base:
+                raise DeadlineError(f"{said}: {found.shown(assignment, when)} is not after the assignment's due "
+                                    f"date ({found.shown(assignment, base)}); an extension moves it later")
+            mine[assignment] = when
+        extensions[student] = mine
+    return extensions
+
+
+def _excused(table: Any, where: str, known: list[str] | None) -> dict[tuple[str, str], str]:
+    """``[excused]``: student -> [assignment, ...]; (student, assignment) -> "the deadlines file".
+
+    Raises:
+        DeadlineError: see :func:`load`.
+    """
+    if not isinstance(table, dict):
+        raise DeadlineError(f'{where}: [excused] must be a table of student = [assignments], e.g. '
+                            f'"10004" = ["02_scaled_dot_product"]')
+    found = {}
+    for student, names in table.items():
+        student = _student(student, where, "excused")
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+            raise DeadlineError(f'{where}: excused.{student} (student {student}) must be a list of assignment '
+                                f'names, e.g. ["02_scaled_dot_product"], got {names!r}')
+        for name in names:
+            if known is not None and name not in known:
+                raise DeadlineError(f"{where}: excused.{student} (student {student}) names {name!r}, no assignment "
+                                    f"of the course; the course's are {', '.join(known)}")
+            found[(student, name)] = FROM_FILE
+    return found
+
+
+EXCUSED_CSV = "excused.csv"  # beside students.csv: student_id,assignment, from the LMS (Canvas's "excused")
+
+
+def _excused_csv(path: Path, known: list[str] | None) -> dict[tuple[str, str], str]:
+    """The rows of ``excused.csv`` (read by column name; other columns are left alone).
+
+    Raises:
+        DeadlineError: the file cannot be read, lacks ``student_id`` or ``assignment``, or a row names an
+            assignment not in ``known`` (its line, student and assignment said).
+    """
+    import csv
+
+    from transformer_course.grading.spreadsheet import read_rows
+
+    try:
+        rows = read_rows(path)
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise DeadlineError(f"{path} cannot be read: {type(exc).__name__}") from None
+    if missing := [c for c in ("student_id", "assignment") if c not in header]:
+        raise DeadlineError(f"{path}: no {' or '.join(missing)} column; expected the header student_id,assignment")
+    found = {}
+    for line, row in enumerate(rows, start=2):
+        student, name = (row.get("student_id") or "").strip(), (row.get("assignment") or "").strip()
+        if not student or not name:
+            raise DeadlineError(f"{path}, line {line}: student {_quoted(student)}, assignment {_quoted(name)}: "
+                                "expected both")
+        if known is not None and name not in known:
+            raise DeadlineError(f"{path}, line {line}: student {student} is excused from {_quoted(name)}, no "
+                                f"assignment of the course; the course's are {', '.join(known)}")
+        found[(student, name)] = path.name
+    return found
 
 
 class HandIn(NamedTuple):
@@ -548,18 +718,29 @@ def late_text(late_by: dt.timedelta) -> str:
     return " ".join(parts) or "0 min"
 
 
+def excuse(result: Any, deadlines: Deadlines) -> bool:
+    """Mark ``result`` excused where ``deadlines`` excuse its student from its assignment, whatever was handed
+    in (a missing notebook of an excused student is excused, not missing); returns whether it is."""
+    result.excused = bool(deadlines.excused_by(result.assignment, result.student_id))
+    return result.excused
+
+
 def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | None]], deadlines: Deadlines,
           now: dt.datetime | None = None) -> None:
-    """Set ``submitted_at``, ``late_by`` (hours), ``late_penalty`` and ``late_note`` on each graded
-    result (:class:`~.grade.SubmissionResult`) whose assignment has a due date. ``where``: each
-    (student, assignment)'s submission folder and notebook; ``now``: the run's clock (a hand-in time
-    after it is implausible; None: the current time). A flagged time (see :func:`submitted_at`) goes
-    into the result's ``reason`` too, the column grades.csv gives. Never raises for a hand-in time."""
+    """Set ``submitted_at``, ``late_by`` (hours), ``late_penalty``, ``late_note``, ``due`` and ``extended``
+    on each graded result (:class:`~.grade.SubmissionResult`) whose assignment has a due date (the
+    student's own, where an extension moves it), and ``excused`` on every result its student is excused
+    from (never late: no penalty). ``where``: each (student, assignment)'s submission folder and notebook;
+    ``now``: the run's clock (a hand-in time after it is implausible; None: the current time). A flagged
+    time (see :func:`submitted_at`) goes into the result's ``reason`` too, the column grades.csv gives.
+    Never raises for a hand-in time."""
     now = now or dt.datetime.now(dt.UTC)
     for result in results:
-        due = deadlines.due(result.assignment)
+        excused = excuse(result, deadlines)
+        due = deadlines.due(result.assignment, result.student_id)
         if due is None or result.status in ("missing", "refused", "wrong-notebook", "not-a-notebook", "grader-error"):
             continue
+        result.extended = deadlines.extended(result.assignment, result.student_id)
         folder, notebook = where.get((result.student_id, result.assignment), (None, None))
         window = Window(*deadlines.release(result.assignment), now + SKEW, deadlines.zone(result.assignment))
         when, result.late_note, flag = submitted_at(folder, notebook, window)
@@ -570,6 +751,6 @@ def apply(results: list[Any], where: dict[tuple[str, str], tuple[Path, Path | No
         # stored in the due date's own time zone (the same instants): every screen shows that zone
         result.submitted_at = deadlines.local(result.assignment, when).isoformat(timespec="seconds")
         result.due = deadlines.local(result.assignment, due).isoformat(timespec="minutes")
-        late_by = max(when - due, dt.timedelta(0))
+        late_by = max(when - due, dt.timedelta(0)) if not excused else dt.timedelta(0)  # excused: never late
         result.late_by = round(late_by / dt.timedelta(hours=1), 2)
         result.late_penalty = deadlines.policy.penalty(result.score, result.max_score, late_by)

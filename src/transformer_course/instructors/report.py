@@ -21,7 +21,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_course.instructors import roster
 from transformer_course.instructors.deadlines import show
+from transformer_course.instructors.roster import label_html, name_html
 from transformer_course.words import count
 
 # A feedback line reads "<what was checked>: <the mistake> (see section N, '...')", sometimes
@@ -135,23 +137,26 @@ def _figures(results: list[dict], folder: Path) -> list[tuple[str, str]]:
     return figures
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def _table(header: list[str], rows: list[list[str]], sortable: bool = False) -> str:
+    """An HTML table of ``rows`` (cells already escaped); ``sortable``: its headings sort it when clicked
+    (:data:`.roster.SORTABLE`)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<table{' class=sortable' * sortable}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _similarity_section(out: Path) -> str:
+def _similarity_section(out: Path, names: dict[str, str]) -> str:
     """The similarity report of the class (``OUT/similarity/``), summed up with a link."""
     from transformer_course.instructors import similarity
 
     if not (out / "nbgrader" / "submitted").is_dir():
         return "<p>Not compared: no graded answers kept (<code>OUT/nbgrader/submitted/</code>).</p>"
-    report = similarity.from_class(out)
+    report = similarity.from_class(out, names=names)
     similarity.write(report, out / "similarity")
-    rows = [[f"{p.similarity:.0%}", html.escape(p.exercise), html.escape(p.a), html.escape(p.b)]
+    rows = [[f"{p.similarity:.0%}", html.escape(p.exercise), label_html(p.a, names), label_html(p.b, names)]
             for p in report.flagged[:20]]  # the most similar: the rest are on the similarity page
-    grouped = [[html.escape(name), ", ".join(f"{html.escape(e.student)} ({e.score:.0%})" for e in members)]
+    grouped = [[similarity.group_html(name, names), ", ".join(f"{label_html(e.student, names)} ({e.score:.0%})"
+                                                              for e in members)]
                for name, members in similarity.groups(report)]
     return (f"<p>Students whose answers across the course resemble one source's (evidence at or above "
             f"{report.student_threshold:.0%}), grouped by source:</p>"
@@ -162,15 +167,18 @@ def _similarity_section(out: Path) -> str:
             "is changed. Side by side: "
             "<a href='../similarity/index.html'>similarity/index.html</a>"
             + (f" (the {len(rows)} most similar below)" if len(report.flagged) > len(rows) else "") + ".</p>"
-            + (_table(["similarity", "exercise", "student", "with"], rows) if rows else ""))
+            + (_table(["similarity", "exercise", "student", "with"], rows, sortable=True) if rows else ""))
 
 
-def build_report(out: Path) -> Path:
-    """Write ``OUT/report/index.html`` and its figures; returns the page's path.
+def build_report(out: Path, roster_file: Path | None = None) -> Path:
+    """Write ``OUT/report/index.html`` and its figures; returns the page's path. Students are shown with their
+    names (:func:`.roster.for_run`: ``roster_file``, else those ``grade`` kept in ``OUT/roster.csv``).
 
     Raises:
         FileNotFoundError: ``OUT/results.json`` is missing (the class was not graded).
+        RosterError: ``roster_file`` cannot be read or lacks its columns.
     """
+    names = roster.for_run(out=out, roster=roster_file)
     results = _load(out)
     if (out / "nbgrader" / "gradebook.db").is_file():  # the instructor's points since the last `grade`
         from transformer_course.grading.publish import refresh_written
@@ -197,19 +205,33 @@ def build_report(out: Path) -> Path:
             else:
                 unnamed[key].append(r["student_id"])
     ranked = sorted(mistakes.items(), key=lambda item: (-len(item[1]), item[0]))
-    mistake_rows = [[html.escape(exercise), html.escape(name), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
+    def named(student: str) -> list[str]:  # the name column, where any name is known (else as before)
+        return [name_html(student, names)] if names else []
+
+    name_col = ["name"] if names else []
+
+    def who(ids: list[str]) -> str:
+        return ", ".join(label_html(s, names) for s in sorted(ids, key=lambda s: roster.sort_key(s, names)))
+
+    mistake_rows = [[html.escape(exercise), html.escape(name), f"{len(ids)}", who(ids)]
                     for (exercise, name), ids in ranked]
     exercise_rows = [[html.escape(a), html.escape(x), f"{100 * sum(s >= m for s, m in v) / len(v):.0f} %",
                       f"{sum(s for s, _ in v) / len(v):.2f} / {v[0][1]:g}", f"{len(unnamed.get((a, x), []))}"]
                      for (a, x), v in sorted(stats.items())]
-    status_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), html.escape(r["status"]),
-                    html.escape(r["reason"] or "")] for r in results if r["status"] != "graded"]
-    unnamed_rows = [[html.escape(a), html.escape(x), f"{len(ids)}", html.escape(", ".join(sorted(ids)))]
+    status_rows = [[html.escape(r["student_id"]), *named(r["student_id"]), html.escape(r["assignment"]),
+                    "excused" if r.get("excused") else html.escape(r["status"]), html.escape(r["reason"] or "")]
+                   for r in results if r["status"] != "graded"]
+    unnamed_rows = [[html.escape(a), html.escape(x), f"{len(ids)}", who(ids)]
                     for (a, x), ids in sorted(unnamed.items(), key=lambda item: -len(item[1]))]
-    late_rows = [[html.escape(r["student_id"]), html.escape(r["assignment"]), show(r["due"]) if r.get("due") else "",
+    late_rows = [[html.escape(r["student_id"]), *named(r["student_id"]), html.escape(r["assignment"]),
+                  (show(r["due"]) + (" (extended)" if r.get("extended") else "")) if r.get("due") else "",
                   show(r["submitted_at"]), f"{r['late_by']:g}", f"{r['late_penalty']:g}",
                   html.escape(r.get("late_note") or "")] for r in results if r.get("late_by")]
-    students = sorted({r["student_id"] for r in results})
+    excused_rows = [[html.escape(r["student_id"]), *named(r["student_id"]), html.escape(r["assignment"])]
+                    for r in results if r.get("excused")]
+    extended_rows = [[html.escape(r["student_id"]), *named(r["student_id"]), html.escape(r["assignment"]),
+                      show(r["due"])] for r in results if r.get("extended") and r.get("due")]
+    students = sorted({r["student_id"] for r in results}, key=lambda s: roster.sort_key(s, names))
     assignments = sorted({r["assignment"] for r in results})
     by_key = {(r["student_id"], r["assignment"]): r for r in results}
     score_rows = []
@@ -217,19 +239,28 @@ def build_report(out: Path) -> Path:
         cells, total, total_max = [], 0.0, 0.0
         for a in assignments:
             r = by_key.get((student, a))
+            if r is not None and r.get("excused"):  # Canvas's meaning: it does not count
+                cells.append("excused")
+                continue
             if r is None or not r["exercises"]:
                 cells.append("")
                 continue
             final, raw, top = scores(r)
             total, total_max = total + final, total_max + top
             cells.append(f"{final:g} / {top:g}" + (f" (raw {raw:g})" if raw != final else "") + _written(r))
-        score_rows.append([html.escape(student), *cells, f"{total:g} / {total_max:g}"])
+        score_rows.append([html.escape(student), *named(student), *cells, f"{total:g} / {total_max:g}"])
     awaiting = sum(r.get("manual_status") == "awaiting" for r in results)
     timed = any(r.get("submitted_at") for r in results)
-    late_html = (_table(["student", "assignment", "due", "handed in", "late by (h)", "points off", "note"],
-                        late_rows)
+    late_html = (_table(["student", *name_col, "assignment", "due", "handed in", "late by (h)", "points off", "note"],
+                        late_rows, sortable=True)
                  if late_rows else f"<p>{'Everyone handed in on time.' if timed else 'No deadline was given.'}</p>")
-    similar = _similarity_section(out)
+    late_html += ("<p>Extensions (the deadlines file's <code>[extensions]</code>): each student's own due date."
+                  "</p>" + _table(["student", *name_col, "assignment", "due"], extended_rows, sortable=True)
+                  if extended_rows else "")
+    late_html += ("<p>Excused (<code>[excused]</code>, or the LMS's <code>excused.csv</code>): these do not count, "
+                  "in no total and never late.</p>" + _table(["student", *name_col, "assignment"], excused_rows,
+                                                               sortable=True) if excused_rows else "")
+    similar = _similarity_section(out, names)
     images = "".join(f'<figure><img src="{name}" alt="{html.escape(caption)}"><figcaption>{html.escape(caption)}'
                      f"</figcaption></figure>" for name, caption in figures)
     page = f"""<!DOCTYPE html>
@@ -244,8 +275,9 @@ built from <code>results.json</code>.</p>
 <h2>Scores</h2>
 <p>Final scores, after late penalties (as in <code>lms.csv</code>); the raw score follows where a penalty took
 points off. "Written" is the answers in words, graded by hand in formgrader: their points, or
-"awaiting" until every question of the notebook has points ({count(awaiting, 'notebook')} awaiting).</p>
-{_table(["student", *assignments, "total"], score_rows)}
+"awaiting" until every question of the notebook has points ({count(awaiting, 'notebook')} awaiting). An excused
+notebook does not count (in no total). Click a column's heading to sort the table by it.</p>
+{_table(["student", *name_col, *assignments, "total"], score_rows, sortable=True)}
 <h2>Named mistakes, most frequent first</h2>
 {_table(["exercise", "mistake", "students", "who"], mistake_rows) if mistake_rows else "<p>None.</p>"}
 <h2>Exercises</h2>
@@ -261,7 +293,9 @@ points off. "Written" is the answers in words, graded by hand in formgrader: the
 <h2>Similar answers</h2>
 {similar}
 <h2>Not graded</h2>
-{_table(["student", "assignment", "status", "why"], status_rows) if status_rows else "<p>Everyone was graded.</p>"}
+{_table(["student", *name_col, "assignment", "status", "why"], status_rows, sortable=True) if status_rows
+  else "<p>Everyone was graded.</p>"}
+{roster.SORTABLE}
 </body></html>
 """
     index = folder / "index.html"

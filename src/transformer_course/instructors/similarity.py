@@ -47,6 +47,7 @@ import numpy as np
 from transformer_course.grading.spreadsheet import write_rows
 from transformer_course.instructors.deadlines import instant, show  # in the due date's zone, as results.json keeps it
 from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
+from transformer_course.instructors.roster import SORTABLE, label, label_html, name_html
 
 SOLUTION = "published solution"
 # Measured on the test class of `make bench` (bench.similarity_figures): every copier of the published
@@ -128,6 +129,15 @@ class Report:
     answers: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)  # exercise -> who -> cell
     stubs: dict[str, str] = field(default_factory=dict, repr=False)  # exercise -> the release's cell
     evidence: dict[tuple[str, str], Evidence] | None = field(default=None, repr=False)  # see _evidence()
+    names: dict[str, str] = field(default_factory=dict)  # student id -> name, shown beside the id (roster.py)
+
+    def who(self, student: str) -> str:
+        """A student (or the published solution) on a page: the name beside the id, escaped."""
+        return html.escape(student) if student == SOLUTION else label_html(student, self.names)
+
+    def name_cell(self, student: str) -> str:
+        """The cell of a sortable table's name column ("" where no name is known)."""
+        return f"<td>{name_html(student, self.names)}</td>" if self.names else ""
 
     @property
     def flagged(self) -> list[Pair]:
@@ -371,9 +381,11 @@ def settings(out: Path, threshold: float | None = None, min_chars: int | None = 
 
 
 def from_class(out: Path, repo=None, threshold: float | None = None,  # noqa: ANN001 (layout.Repo)
-               min_chars: int | None = None) -> Report:
+               min_chars: int | None = None, names: dict[str, str] | None = None) -> Report:
     """The report of a graded class: the answers kept in ``OUT/nbgrader/submitted``, at the settings
-    given, else at those kept in ``OUT`` (:func:`settings`)."""
+    given, else at those kept in ``OUT`` (:func:`settings`); ``names``: student id -> name (None: those
+    ``grade`` kept in ``OUT/roster.csv``, :func:`.roster.for_run`)."""
+    from transformer_course.instructors import roster
     from transformer_course.layout import Repo
 
     threshold, min_chars = settings(out, threshold, min_chars)
@@ -388,6 +400,7 @@ def from_class(out: Path, repo=None, threshold: float | None = None,  # noqa: AN
                 if exercise in stubs:
                     answers.setdefault(exercise, {})[student] = code
     report = compare(answers, stubs, solutions, assignment_of, threshold, min_chars)
+    report.names = roster.for_run(out=out) if names is None else names
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # times only where the run had deadlines
         for r in json.loads((out / "results.json").read_text()):
             if r.get("submitted_at"):
@@ -427,34 +440,34 @@ def write(report: Report, folder: Path) -> Path:
         views = side_by_side(*p.code, report.stubs.get(p.exercise, ""), equivalent=False)
         for who, code, shown, share in zip((p.a, p.b), p.code, views, p.shares, strict=True):
             when = report.submitted.get((who, p.assignment))
-            columns.append(f"<div><h3>{html.escape(who)}: {share:.0%} of it matched</h3>"
+            columns.append(f"<div><h3>{report.who(who)}: {share:.0%} of it matched</h3>"
                            + (f"<p>handed in {html.escape(show(when))}</p>" if when else "")
                            + f"<pre>{shown}</pre><details><summary>the cell as handed in</summary>"
                            f"<pre>{html.escape(code)}</pre></details></div>")
         (folder / page_name(p)).write_text(PAGE.format(
             title=html.escape(f"{p.exercise}: {p.a} and {p.b}"),
             body=f"<p><a href='index.html'>All pairs</a></p><h2>{html.escape(p.exercise)} "
-                 f"({html.escape(p.assignment)}): {html.escape(p.a)} and {html.escape(p.b)}, "
+                 f"({html.escape(p.assignment)}): {report.who(p.a)} and {report.who(p.b)}, "
                  f"similarity {p.similarity:.0%}</h2>"
                  "<p>Each answer is shown as Python lays it out (<code>ast</code>: comments, docstrings and "
                  "layout removed), the tokens that match the other's highlighted (whole tokens; names and strings "
                  "did not count). What the release's stub already held is never highlighted. Which of the two came "
                  "first is not something the code can say: the hand-in times are a hint.</p>"
                  f"<div class='cols'>{''.join(columns)}</div>"))
-        rows.append(f"<tr><td>{p.similarity:.0%}</td><td>{html.escape(p.exercise)}</td><td>{html.escape(p.a)}</td>"
-                    f"<td>{html.escape(p.b)}</td><td><a href='{page_name(p)}'>side by side</a></td></tr>")
+        rows.append(f"<tr><td>{p.similarity:.0%}</td><td>{html.escape(p.exercise)}</td><td>{report.who(p.a)}</td>"
+                    f"<td>{report.who(p.b)}</td><td><a href='{page_name(p)}'>side by side</a></td></tr>")
     by_pair: dict[tuple[str, str], list[Pair]] = {}
     for p in report.flagged:
         by_pair.setdefault((p.a, p.b), []).append(p)
     pair_rows = "".join(
-        f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{len(found)}</td>"
+        f"<tr><td>{report.who(a)}</td><td>{report.who(b)}</td><td>{len(found)}</td>"
         f"<td>{html.escape(', '.join(p.exercise for p in found))}</td></tr>"
         for (a, b), found in sorted(by_pair.items(), key=lambda item: (-len(item[1]), item[0])))
     skipped = "".join(f"<li><code>{html.escape(e)}</code>: the published answer has {n:.0f} characters of its "
                       "own</li>" for e, n in sorted(report.skipped.items()))
-    short = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
+    short = "".join(f"<li><code>{html.escape(e)}</code>: {', '.join(map(report.who, who))}</li>"
                     for e, who in sorted(report.short.items()))
-    untouched = "".join(f"<li><code>{html.escape(e)}</code>: {html.escape(', '.join(who))}</li>"
+    untouched = "".join(f"<li><code>{html.escape(e)}</code>: {', '.join(map(report.who, who))}</li>"
                         for e, who in sorted(report.unattempted.items()))
     ranked = students(report)
     write_rows(folder / "students.csv", [
@@ -465,13 +478,15 @@ def write(report: Report, folder: Path) -> Path:
         if e.score >= report.student_threshold:
             (folder / evidence_page(e)).write_text(_evidence_page(report, e))
     source_rows = "".join(
-        f"<tr><td>{html.escape(e.student)}</td><td>{html.escape(e.source)}</td><td>{e.score:.0%}</td>"
+        f"<tr><td>{html.escape(e.student)}</td>{report.name_cell(e.student)}<td>{report.who(e.source)}</td>"
+        f"<td data-sort='{e.score:.4f}'>{e.score:.0%}</td>"
         f"<td>{e.compared}</td><td>{len(e.standing_out)}</td><td>"
         + (f"<a href='{evidence_page(e)}'>side by side</a>" if e.score >= report.student_threshold else "-")
         + "</td></tr>" for e in ranked)
     group_rows = "".join(
-        f"<h3>{'Around the published solution' if name == SOLUTION else 'Classmates: ' + html.escape(name)}</h3><ul>"
-        + "".join(f"<li>{html.escape(e.student)} ({e.score:.0%} with {html.escape(e.source)}; stands out on "
+        "<h3>" + ("Around the published solution" if name == SOLUTION else "Classmates: "
+                  + group_html(name, report.names)) + "</h3><ul>"
+        + "".join(f"<li>{report.who(e.student)} ({e.score:.0%} with {report.who(e.source)}; stands out on "
                   f"{len(e.standing_out)} of {e.compared} exercises compared, those both answered of "
                   f"{len(report.exercises)}: "
                   f"<a href='{evidence_page(e)}'>side by side</a>)</li>"
@@ -499,17 +514,19 @@ def write(report: Report, folder: Path) -> Path:
             "<h2>By student: the closest source</h2><p>Every student, most evidence first: 0% is what the class "
             "typically shares, 100% identical answers throughout the exercises compared (those both answered, "
             f"of {len(report.exercises)}; a student with none answered in common with anyone has no row).</p>"
-            "<table><tr><th>student</th><th>closest source</th><th>evidence</th><th>exercises compared</th>"
-            f"<th>exercises that stand out</th><th></th></tr>{source_rows}</table>"
-            "<h2>By pair of students</h2><table><tr><th>student</th><th>with</th><th>exercises flagged</th>"
-            f"<th>which</th></tr>{pair_rows}</table>"
-            "<h2>By exercise, most similar first</h2><table><tr><th>similarity</th><th>exercise</th>"
-            f"<th>student</th><th>with</th><th></th></tr>{''.join(rows)}</table>"
+            f"<table class=sortable><thead><tr><th>student</th>{'<th>name</th>' * bool(report.names)}"
+            "<th>closest source</th><th>evidence</th><th>exercises compared</th>"
+            f"<th>exercises that stand out</th><th></th></tr></thead><tbody>{source_rows}</tbody></table>"
+            "<h2>By pair of students</h2><table class=sortable><thead><tr><th>student</th><th>with</th>"
+            f"<th>exercises flagged</th><th>which</th></tr></thead><tbody>{pair_rows}</tbody></table>"
+            "<h2>By exercise, most similar first</h2><table class=sortable><thead><tr><th>similarity</th>"
+            f"<th>exercise</th><th>student</th><th>with</th><th></th></tr></thead><tbody>{''.join(rows)}</tbody>"
+            "</table>"
             f"<h2>Not compared</h2><p>Where an answer has under {report.min_chars} characters of normalised code "
             "of its own (beyond the stub), honest answers converge. Exercises whose published answer is that "
             f"short:</p><ul>{skipped or '<li>none</li>'}</ul><p>Answers that short, by exercise:</p>"
             f"<ul>{short or '<li>none</li>'}</ul><p>Answers left as the stub (not attempted):</p>"
-            f"<ul>{untouched or '<li>none</li>'}</ul>")
+            f"<ul>{untouched or '<li>none</li>'}</ul>{SORTABLE}")
     index = folder / "index.html"
     index.write_text(PAGE.format(title="Similar answers", body=body))
     return index
@@ -532,7 +549,7 @@ def _evidence_page(report: Report, found: Evidence) -> str:
         a, b = codes.get(found.student, ""), codes.get(found.source, "")
         shown = side_by_side(a, b, report.stubs.get(exercise, ""))
         columns = "".join(
-            f"<div><h4>{html.escape(who)}</h4><pre>{view}</pre><details><summary>the cell as handed in</summary>"
+            f"<div><h4>{report.who(who)}</h4><pre>{view}</pre><details><summary>the cell as handed in</summary>"
             f"<pre>{html.escape(code)}</pre></details></div>"
             for who, view, code in zip((found.student, found.source), shown, (a, b), strict=True))
         typical = report.exercises[exercise].typical
@@ -543,8 +560,8 @@ def _evidence_page(report: Report, found: Evidence) -> str:
                                       if k[0] in (found.student, found.source)}, key=instant)]
     return PAGE.format(
         title=html.escape(f"{found.student} and {found.source}"),
-        body=f"<p><a href='index.html'>All students</a></p><h2>{html.escape(found.student)} and "
-             f"{html.escape(found.source)}: {found.score:.0%} evidence over the {found.compared} of "
+        body=f"<p><a href='index.html'>All students</a></p><h2>{report.who(found.student)} and "
+             f"{report.who(found.source)}: {found.score:.0%} evidence over the {found.compared} of "
              f"{len(report.exercises)} exercise{'' if found.compared == 1 else 's'} both answered</h2>"
              "<p>Exercises where either of them left the release's stub (or nothing of their own beyond it) are "
              "not compared and not counted.</p>"
@@ -556,14 +573,24 @@ def _evidence_page(report: Report, found: Evidence) -> str:
              + "".join(parts))
 
 
+def group_html(name: str, names: dict[str, str]) -> str:
+    """A group's name on a page (:func:`groups`: the published solution, or its classmates' ids joined by
+    ", "), each classmate with their name."""
+    if name == SOLUTION:
+        return html.escape(name)
+    return ", ".join(label_html(student, names) for student in name.split(", "))
+
+
 def summary(report: Report, most: int = 20) -> str:
     """The first lines of the report: the groups of students, counts and the ``most`` most similar pairs."""
     lines = [f"{'around the ' + name if name == SOLUTION else 'classmates ' + name}: "
-             + ", ".join(f"{e.student} {e.score:.0%} over {e.compared} exercise(s)" for e in members)
+             + ", ".join(f"{label(e.student, report.names)} {e.score:.0%} over {e.compared} exercise(s)"
+                         for e in members)
              for name, members in groups(report)]
     lines += [f"{len(report.flagged)} pair(s) at or above {report.threshold:.0%} similarity "
               f"({len(report.pairs)} compared; {len(report.skipped)} short exercises not compared pair by pair)"]
-    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {p.a} ~ {p.b}" for p in report.flagged[:most]]
+    lines += [f"  {p.similarity:4.0%}  {p.exercise:30s} {label(p.a, report.names)} ~ {label(p.b, report.names)}"
+              for p in report.flagged[:most]]
     if len(report.flagged) > most:
         lines.append(f"  ... and {len(report.flagged) - most} more in similarity/index.html")
     return "\n".join(lines)
@@ -578,6 +605,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-chars", type=int, default=None,
                         help=f"answers and exercises with fewer characters of their own normalised code are not "
                              f"compared (default {MIN_CHARS}: short answers converge; kept as the threshold is)")
+    parser.add_argument("--roster", default=None, metavar="FILE.csv",
+                        help="students' names (columns student_id,name) shown beside their ids; default: those "
+                             "`grade` kept in OUT/roster.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -587,15 +617,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The command, on parsed arguments: writes ``OUT/similarity/``; 2 on an ungraded folder or a bad option."""
+    """The command, on parsed arguments: writes ``OUT/similarity/``; 2 on an ungraded folder, a bad option or
+    a roster that cannot be read."""
+    from transformer_course.instructors import roster
+
     out = Path(args.out)
     if not (out / "nbgrader" / "submitted").is_dir():
         print(f"transformer-course similarity: error: {out} holds no graded class (no nbgrader/submitted/); "
               "run `transformer-course grade SUBMITTED --out OUT` first", file=sys.stderr)
         return 2
     try:
-        report = from_class(out, threshold=args.threshold, min_chars=args.min_chars)
-    except ValueError as exc:
+        names = roster.for_run(out=out, roster=Path(args.roster) if getattr(args, "roster", None) else None)
+        report = from_class(out, threshold=args.threshold, min_chars=args.min_chars, names=names)
+    except ValueError as exc:  # RosterError too
         print(f"transformer-course similarity: error: {exc}", file=sys.stderr)
         return 2
     index = write(report, out / "similarity")
