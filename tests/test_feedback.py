@@ -180,10 +180,13 @@ def test_the_graded_class_pages_await_then_show_the_points_after_report(graded, 
 
 def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo, tmp_path):
     """`grade` again on an unchanged hand-in: no notebook is graded (its record is not rewritten), and
-    the page shows the points given since, as grades.csv does."""
+    the page shows the points given since, as grades.csv does: those of the answers in words, a score
+    typed over the grader's on a test cell, extra credit, a comment (as formgrader writes them)."""
     from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.publish import COMMENT
 
     from .conftest import GRADING_TIMEOUT
+    from .test_manual import gradebook, put_comment, put_grade
 
     out = tmp_path / "out"
     shutil.copytree(graded[1], out)
@@ -193,6 +196,10 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     before = record.stat().st_mtime_ns
     first, second = (q.grade_id for q in repo.assignment(A01).questions)
     _give(out, repo, {first: 1, second: 2})
+    with gradebook(out) as gb:
+        put_grade(gb, "test_softmax_hidden", {"manual_score": 1}, "ada")  # the grader's 2 of 2
+        put_grade(gb, "test_self_attention", {"manual_score": None, "extra_credit": 0.5}, "ada")
+        put_comment(gb, second, {"manual_comment": "Right, and *well* put."}, "ada")
     deadlines = load_deadlines(repo.autograder / "deadlines.toml")
     grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=1, deadlines=deadlines,
                 only=[A01])
@@ -200,8 +207,14 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     text = _read(out / "feedback" / "ada" / A01 / f"{A01}.html")
     assert "awaiting" not in text and "Score: 1 / 2" in text and "Score: 2 / 2" in text
     row = _tables(out)[("ada", A01)]
-    assert (row["manual_status"], row["manual_score"]) == ("graded", "3")
-    assert "Score: 14 / 15: 11 / 11 graded automatically, 3 / 4 in words" in text
+    assert (row["manual_status"], row["manual_score"], row["score"], row["final_score"]) == ("graded", "3", "10.5",
+                                                                                            "10.5")
+    assert row["by_hand"] == ("test_softmax_hidden: 1 / 2 (given by hand; the grader gave 2); "
+                              "test_self_attention: 1 / 1 + 0.5 extra credit")
+    assert "Score: 13.5 / 15: 10.5 / 11 graded automatically (changed by hand; the grader gave 11), 3 / 4 in words" \
+        in text
+    assert text.count("Score: 1 / 2 (given by hand; the grader gave 2)") == 2
+    assert text.count(COMMENT[0]) == 1 and "Right, and <em>well</em> put." in text
     assert "Handed in 2026-11-23 19:00 +01:00, due 2026-11-24 23:59 +01:00: on time." in text
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearSolutions
 
 from transformer_course.grading.atomic import atomic_write
@@ -24,6 +25,7 @@ from transformer_course.grading.nbgrader_setup import (
     RUBRIC_KEY,
     generated_course,
     install_formgrader,
+    make_config,
 )
 from transformer_course.layout import Assignment, Repo
 
@@ -47,9 +49,13 @@ class ClassBook:
     """The class's nbgrader course root ``OUT/nbgrader``: gradebook rows and autograded notebooks,
     written by one process only."""
 
-    def __init__(self, root: Path, repo: Repo):
+    def __init__(self, root: Path, repo: Repo, generate: bool = True):
+        """``generate``: nbgrader's ``generate_assignment`` of every assignment first (release/ and the
+        gradebook's assignments: what :meth:`record` needs; seconds); without it, the gradebook is only read
+        (:meth:`written`)."""
         self.root = root
-        self.coursedir = generated_course(root, repo, repo.assignments()).coursedir
+        self.coursedir = (generated_course(root, repo, repo.assignments()).coursedir if generate
+                          else CourseDirectory(config=make_config(root, repo)))
         # nbgrader (formgrader, `nbgrader export`) run in this folder reads this configuration:
         # the same course id and sources as the gradebook, or it finds no assignments.
         atomic_write(root / "nbgrader_config.py", CLASS_CONFIG.format(repo=str(repo.root)))

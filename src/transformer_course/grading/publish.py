@@ -189,7 +189,7 @@ def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
         r = {k: v for k, v in r.items() if k in known}
         results.append(SubmissionResult(**{**r, "exercises": [ExerciseResult(**e) for e in r["exercises"]]}))
     assignments = {a.name: a for a in repo.assignments()}
-    marks = ClassBook(out / "nbgrader", repo).written(results, assignments)
+    marks = ClassBook(out / "nbgrader", repo, generate=False).written(results, assignments)  # read only
     write_csvs(results, out)
     written_on_pages(out, results, assignments, marks)
     return results
