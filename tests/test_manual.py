@@ -214,6 +214,10 @@ def test_a_students_cell_cannot_pass_for_a_rubric(repo):
     assert [c.source for c in cells] == [forged.source, rubric_cell(question, *found[question]).source, "My answer."]
     assert [RUBRIC_KEY in c.metadata for c in cells] == [False, True, False]
     assert "W\\_Q" in rubric_cell("question_toy_attention", *found["question_toy_attention"]).source  # not markdown
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell("odd"))
+    odd = nbformat.writes(nb).replace('"metadata": {}', '"metadata": []', 1).encode()  # a cell's metadata a list
+    kept = with_rubrics(odd, assignment, found)
+    assert f'"{RUBRIC_KEY}"'.encode() not in kept and f'"not_{RUBRIC_KEY}"'.encode() in kept
 
 
 def formgrader_page(student: str, assignment: str) -> tuple[str, bool]:

@@ -318,25 +318,27 @@ def rubric_cell(grade_id: str, points: float, text: str) -> nbformat.NotebookNod
 def with_rubrics(notebook: bytes, assignment: Assignment, found: dict[str, tuple[float, str]]) -> bytes:
     """The autograded notebook the instructor grades in formgrader, each question in words preceded by its
     rubric cell (:func:`rubric_cell`). A cell that carries the rubric mark already loses it, or goes where it is
-    the course's own rubric (an earlier run's): a student cannot make one. Returned unchanged where it is not a
-    notebook, or has no question with a rubric."""
+    the course's own rubric (an earlier run's): a student cannot make one. Returned unchanged where the
+    assignment has no question with a rubric, and without rubrics (its marks renamed) where it cannot be read
+    as a notebook."""
     wanted = {q.grade_id for q in assignment.questions if q.grade_id in found}
     if not wanted:
         return notebook
+    ours = {gid: rubric_cell(gid, *found[gid]).source for gid in wanted}
     try:
         nb = nbformat.reads(notebook.decode("utf-8"), as_version=4)
-    except Exception:  # noqa: BLE001 (kept as it came: the formgrader shows what it can)
-        return notebook
-    ours = {gid: rubric_cell(gid, *found[gid]).source for gid in wanted}
-    cells = []
-    for c in nb.cells:
-        mark = c.metadata.pop(RUBRIC_KEY, None)
-        if mark is not None and c.get("cell_type") == "markdown" and ours.get(mark) == c.source:
-            continue  # an earlier run's rubric: made again below
-        meta = c.metadata.get("nbgrader")
-        gid = meta.get("grade_id") if isinstance(meta, dict) and meta.get("solution") and meta.get("grade") else None
-        if gid in wanted:
-            cells.append(rubric_cell(gid, *found[gid]))
-        cells.append(c)
-    nb.cells = cells
-    return nbformat.writes(nb).encode()
+        cells = []
+        for c in nb.cells:
+            mark = c.metadata.pop(RUBRIC_KEY, None)
+            if mark is not None and c.get("cell_type") == "markdown" and ours.get(mark) == c.source:
+                continue  # an earlier run's rubric: made again below
+            meta = c.metadata.get("nbgrader")
+            gid = meta.get("grade_id") if isinstance(meta, dict) and meta.get("solution") and meta.get("grade") \
+                else None
+            if gid in wanted:
+                cells.append(rubric_cell(gid, *found[gid]))
+            cells.append(c)
+        nb.cells = cells
+        return nbformat.writes(nb).encode()
+    except Exception:  # noqa: BLE001 (what a student hands in is odd: the pair's row stands, without rubrics)
+        return notebook.replace(RUBRIC_KEY.encode(), b"not_" + RUBRIC_KEY.encode())  # and no cell has the mark
