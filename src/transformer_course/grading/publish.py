@@ -85,8 +85,7 @@ _DIV = re.compile(r"<div\b|</div>")
 
 
 def _comment_block(text: str) -> str:
-    return (f'{COMMENT[0]}<div class="panel-footer"><div><b>Your instructor\'s comment:</b> '
-            f"{render_markdown(text)}</div></div>{COMMENT[1]}")
+    return f'<div class="panel-footer"><div><b>Your instructor\'s comment:</b> {render_markdown(text)}</div></div>'
 
 
 def _with_comments(text: str, comments: dict[str, str]) -> str:
@@ -104,7 +103,7 @@ def _with_comments(text: str, comments: dict[str, str]) -> str:
         for m in _DIV.finditer(text, anchor):
             depth += 1 if m[0] == "<div" else -1
             if depth == 0:
-                text = text[:m.start()] + _comment_block(comment) + text[m.start():]
+                text = text[:m.start()] + COMMENT[0] + _comment_block(comment) + COMMENT[1] + text[m.start():]
                 break
         else:
             elsewhere.append(f"<p><b>{html.escape(gid)}</b></p>" + _comment_block(comment))
