@@ -340,3 +340,72 @@ def test_a_students_markup_cannot_move_a_typed_score_or_hide_the_form(formgrader
     assert grades[SECOND_QUESTION] == 1.5 and grades[FIRST_QUESTION] == 0.5, \
         f"typed 1.5 for {SECOND_QUESTION} and 0.5 for {FIRST_QUESTION}; formgrader saved {grades}"
     page.close()
+
+
+def test_formgrader_typesets_the_question_shows_its_rubric_and_every_point_given_counts(
+        formgrader_class, formgrader, browser, repo):
+    """dev's notebook 01 in the real formgrader with no network: the question's formulas typeset (MathJax from
+    OUT/nbgrader, not the CDN) and each question in words has its rubric (docs/instructors.md) just before its
+    answer, framed as the instructor's; and no exchange banner. Scores typed over the grader's on softmax's test
+    cells (0 -> 3 points), extra credit on another, and a comment, all through formgrader's own boxes, reach
+    grades.csv, lms.csv, results.json and dev's feedback page once `report` reads the gradebook."""
+    from nbgrader.api import Gradebook
+
+    from transformer_course.grading.classbook import rubrics
+    from transformer_course.grading.publish import refresh_written
+
+    base, token = formgrader
+    with Gradebook(f"sqlite:///{formgrader_class / 'nbgrader' / 'gradebook.db'}") as gb:
+        submission = gb.find_submission_notebook(A01, A01, "dev").id
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(15_000)
+    page.set_extra_http_headers({"Authorization": f"token {token}"})
+    page.route(re.compile(r"^https?://(?!127\.0\.0\.1[:/])"), lambda route: route.abort())  # no network
+    page.goto(f"{base}/formgrader/submissions/{submission}?token={token}")
+    page.wait_for_function("() => window.formgrader && formgrader.grades && formgrader.grades.loaded")
+    page.wait_for_selector("mjx-container", state="attached", timeout=30_000)  # "$W_Q = W_K = I$" typeset
+    framed = page.locator(".alert-info").all_inner_texts()
+    expected = rubrics(repo)
+    assert len(framed) == 2 and all(t.startswith("Rubric") for t in framed), framed
+    for text, question in zip(framed, (FIRST_QUESTION, SECOND_QUESTION), strict=True):
+        assert expected[question][1][:60] in text, (question, text)
+    # each rubric is the cell right before its question's answer
+    before = page.evaluate("ids => ids.map(id => document.getElementById(id).closest('.cell')"
+                           ".previousElementSibling.innerText.slice(0, 6))", [FIRST_QUESTION, SECOND_QUESTION])
+    assert before == ["Rubric", "Rubric"], before
+    for selector, value in (("input.score[id='test_softmax']", "1"), ("input.score[id='test_softmax_hidden']", "2"),
+                            ("input.extra-credit[id='test_self_attention_extra_credit']", "0.5"),
+                            ("textarea[id='softmax-comment']", "Stable enough here: see **section 2**.")):
+        box = page.locator(selector)
+        box.scroll_into_view_if_needed()
+        box.click()
+        box.fill(value)
+        box.blur()  # formgrader saves on "change"
+        page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / "11-formgrader-by-hand.png"))
+    page.goto(f"{base}/formgrader/manage_assignments?token={token}")
+    page.locator("tr", has_text=A01).first.wait_for()
+    assert page.locator("#warning-exchange").count() == 0, "formgrader says the exchange directory is missing"
+    page.close()
+    for _ in range(40):  # formgrader's saves are asynchronous
+        with Gradebook(f"sqlite:///{formgrader_class / 'nbgrader' / 'gradebook.db'}") as gb:
+            notebook = gb.find_submission_notebook(A01, A01, "dev")
+            saved = ({g.name: (g.manual_score, g.extra_credit) for g in notebook.grades},
+                     {c.name: c.manual_comment for c in notebook.comments})
+        if saved[0]["test_self_attention"][1] and saved[1]["softmax"]:
+            break
+        time.sleep(0.25)
+    assert saved[0]["test_softmax_hidden"] == (2.0, None) and saved[0]["test_self_attention"][1] == 0.5, saved
+
+    results = {(r.student_id, r.assignment): r for r in refresh_written(formgrader_class, repo)}
+    dev = results[("dev", A01)]
+    assert (dev.score, dev.final_score) == (11.5, 11.5)
+    feedback = (formgrader_class / "feedback" / "dev" / A01 / f"{A01}.html").read_text()
+    assert "Score: 2 / 2 (given by hand; the grader gave 0)" in feedback
+    assert "Score: 1 / 1 + 0.5 extra credit" in feedback
+    assert "Stable enough here: see <strong>section 2</strong>." in feedback
+    row = next(r for r in json.loads((formgrader_class / "results.json").read_text()) if r["student_id"] == "dev")
+    assert row["final_score"] == 11.5 and {o["cell"] for o in row["overrides"]} == {
+        "test_softmax", "test_softmax_hidden", "test_self_attention"}
+    lms = (formgrader_class / "lms.csv").read_text().splitlines()
+    assert next(line for line in lms if line.startswith("dev,")).split(",")[1] == "11.5", lms

@@ -86,6 +86,38 @@ def test_a_page_without_nbgraders_scores_is_left_alone(repo, tmp_path):
     assert _read(page) == original
 
 
+def test_comments_stand_under_their_cells_sanitised_and_are_rewritten_in_place(repo, tmp_path):
+    """formgrader's comments on nbgrader's page: each at the foot of its answer's panel (after the code and
+    nbgrader's own footer, before the next cell), one whose answer is not on the page under the title; markdown
+    rendered and sanitised; a second run changes nothing, changed comments replace the old, none leaves the page
+    as it was."""
+    from transformer_course.grading.publish import COMMENT
+
+    cell = ('<div class="panel panel-primary nbgrader_cell">\n<a name="comment-softmax"></a>'
+            '<div class="panel-heading"><span class="nbgrader-label">Student\'s answer</span></div>\n'
+            '<div class="panel-body">\n<div class="input_area"><pre>def softmax(x): &lt;/div&gt;</pre></div>\n</div>\n'
+            '<div class="panel-footer"><div>nbgrader\'s</div></div>\n</div>\n<div class="cell">next</div>\n')
+    page = tmp_path / "page.html"
+    page.write_text(original := f"<html><body>\n<h4>{A01} (Score: 11.0 / 15.0)</h4>\n<ol></ol>\n{cell}</body></html>\n")
+    comments = {"softmax": "Use **max**: $e^{x-m}$ <script>alert(1)</script>", "question_gone": "Answer it."}
+    written_on_page(page, _result(), repo.assignment(A01), {}, comments)
+    text = page.read_text()
+    mine = text[text.index(f"{COMMENT[0]}<div class=\"panel-footer\">"):]
+    assert text.index("nbgrader's</div></div>") < text.index("<strong>max</strong>") < text.index(
+        '<div class="cell">next')  # inside the softmax panel, at its foot
+    assert "<script" not in text and "alert(1)</p>" in mine and "$e^{x-m}$" in mine  # the script's text, as text
+    assert text.index("</h4>") < text.index("Answer it.") < text.index("<ol>")  # its cell is not on the page
+    written_on_page(page, _result(), repo.assignment(A01), {}, comments)
+    assert page.read_text() == text
+    written_on_page(page, _result(), repo.assignment(A01), {}, {"softmax": "Better now."})
+    text = page.read_text()
+    assert text.count(COMMENT[0]) == 1 and "Better now." in text
+    assert "Answer it." not in text and "<strong>max</strong>" not in text
+    written_on_page(page, _result(), repo.assignment(A01), {}, {})
+    assert _read(page).replace("awaiting grading (2 points)", "") == original.replace(
+        "Score: 11.0 / 15.0", "11 / 11 graded automatically; 4 points of answers in words await your instructor")
+
+
 @pytest.mark.parametrize(("due", "handed_in", "said"), [
     ("2026-10-05T23:59:00+01:00", "2026-10-05 18:00:00.000000 UTC",
      "Handed in 2026-10-05 19:00 +01:00, due 2026-10-05 23:59 +01:00: on time."),
@@ -180,10 +212,13 @@ def test_the_graded_class_pages_await_then_show_the_points_after_report(graded, 
 
 def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo, tmp_path):
     """`grade` again on an unchanged hand-in: no notebook is graded (its record is not rewritten), and
-    the page shows the points given since, as grades.csv does."""
+    the page shows the points given since, as grades.csv does: those of the answers in words, a score
+    typed over the grader's on a test cell, extra credit, a comment (as formgrader writes them)."""
     from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.publish import COMMENT
 
     from .conftest import GRADING_TIMEOUT
+    from .test_manual import gradebook, put_comment, put_grade
 
     out = tmp_path / "out"
     shutil.copytree(graded[1], out)
@@ -193,6 +228,10 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     before = record.stat().st_mtime_ns
     first, second = (q.grade_id for q in repo.assignment(A01).questions)
     _give(out, repo, {first: 1, second: 2})
+    with gradebook(out) as gb:
+        put_grade(gb, "test_softmax_hidden", {"manual_score": 1}, "ada")  # the grader's 2 of 2
+        put_grade(gb, "test_self_attention", {"manual_score": None, "extra_credit": 0.5}, "ada")
+        put_comment(gb, second, {"manual_comment": "Right, and *well* put."}, "ada")
     deadlines = load_deadlines(repo.autograder / "deadlines.toml")
     grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=1, deadlines=deadlines,
                 only=[A01])
@@ -200,8 +239,14 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     text = _read(out / "feedback" / "ada" / A01 / f"{A01}.html")
     assert "awaiting" not in text and "Score: 1 / 2" in text and "Score: 2 / 2" in text
     row = _tables(out)[("ada", A01)]
-    assert (row["manual_status"], row["manual_score"]) == ("graded", "3")
-    assert "Score: 14 / 15: 11 / 11 graded automatically, 3 / 4 in words" in text
+    assert (row["manual_status"], row["manual_score"], row["score"], row["final_score"]) == ("graded", "3", "10.5",
+                                                                                            "10.5")
+    assert row["by_hand"] == ("test_softmax_hidden: 1 / 2 (given by hand; the grader gave 2); "
+                              "test_self_attention: 1 / 1 + 0.5 extra credit")
+    assert "Score: 13.5 / 15: 10.5 / 11 graded automatically (changed by hand; the grader gave 11), 3 / 4 in words" \
+        in text
+    assert text.count("Score: 1 / 2 (given by hand; the grader gave 2)") == 2
+    assert text.count(COMMENT[0]) == 1 and "Right, and <em>well</em> put." in text
     assert "Handed in 2026-11-23 19:00 +01:00, due 2026-11-24 23:59 +01:00: on time." in text
 
 

@@ -64,7 +64,7 @@ def test_csv_files_have_one_row_per_student_assignment_and_exercise(graded, repo
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by",
                              "late_penalty", "final_score", "manual_score", "manual_max_score", "manual_status",
-                             "reason"]
+                             "reason", "by_hand"]
     hal = next(r for r in rows if (r["student_id"], r["assignment"]) == ("hal", "02_scaled_dot_product"))
     assert hal["reason"].startswith("graded 02_scaled_dot_product (1).ipynb"), hal  # renamed: said where it is listed
     assert {(r["student_id"], r["assignment"]) for r in rows} == set(results)

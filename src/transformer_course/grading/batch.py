@@ -458,12 +458,12 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
                 del _GRADERS[key]  # its work area is gone
             forkserver.stop_all()  # the kernel templates of this process (workers=1) mount it
     results = [_as_result(records[key]) for key in sorted(records)]
+    points = book.written(results, assignments)  # first: a late penalty is worked out on the instructor's score
     for r in results:
         if deadlines is not None:
             _lateness(r, assignments[r.assignment], where, deadlines, book, out)
         else:
             _handed_in(r, assignments[r.assignment], where, book)
-    points = book.written(results, assignments)
     write_csvs(results, out)
     roster.keep(out, names or {})
     for r in results:  # the instructor's points on the pages, none as 0; the student's name on top

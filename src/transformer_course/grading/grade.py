@@ -84,10 +84,22 @@ class SubmissionResult:
     due: str = ""  # the student's due date, ISO 8601, in the offset it was given in
     extended: bool = False  # the student's due date is an extension (the deadlines file's [extensions])
     excused: bool = False  # excused (Canvas's meaning: it does not count): never late, left out of totals
+    # The instructor's changes to autograded test cells in formgrader (a score typed over the grader's, extra
+    # credit), read from the gradebook (classbook.ClassBook.written): {"cell", "exercise", "points", "grader"
+    # (the grader's score), "given" (the instructor's, None: the grader's kept), "extra_credit"} each. They are
+    # part of score and final_score (and so of the late penalty); ``exercises`` keep the grader's scores.
+    overrides: list[dict] = field(default_factory=list)
+
+    @property
+    def by_hand(self) -> float:
+        """Points the instructor's overrides and extra credit add to the grader's (negative: take away)."""
+        return sum((o["given"] - o["grader"] if o["given"] is not None else 0.0) + (o["extra_credit"] or 0.0)
+                   for o in self.overrides)
 
     @property
     def score(self) -> float:
-        return sum(e.score for e in self.exercises)
+        """The autograded points, after the instructor's overrides and extra credit."""
+        return sum(e.score for e in self.exercises) + self.by_hand
 
     @property
     def final_score(self) -> float:

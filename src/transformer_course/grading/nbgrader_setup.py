@@ -41,6 +41,7 @@ HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
 STUB_MESSAGE = "not written yet: replace this line with your code, run the cell, then the tests below it"
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
+RUBRIC_KEY = "course_rubric"  # cell metadata: a rubric cell of the notebook the instructor grades (its question's id)
 MAX_RECORD_CHARS = 16_000_000  # a test cell's record of checked values (base64), at most
 # Limits are CPU seconds of the notebook's own processes (its kernel's and its judge's: cputime), which a busy
 # machine does not change, with cputime.WALL_FACTOR times as many on the clock as an outer bound.
@@ -289,6 +290,18 @@ class RedactHiddenTests(Preprocessor):
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
         return cell, resources
+
+
+class DropRubrics(Preprocessor):
+    """Keep the rubric cells :func:`.classbook.with_rubrics` puts in the notebook the instructor grades out of
+    any feedback made from it (``nbgrader generate_feedback`` run in ``OUT/nbgrader``): they are the
+    instructor's. The mark is the course's alone (a student's cell that carries it loses it there)."""
+
+    enabled = Bool(True)
+
+    def preprocess(self, nb, resources):
+        nb.cells = [c for c in nb.cells if RUBRIC_KEY not in c.metadata]
+        return nb, resources
 
 
 def merged_streams(outputs: list) -> list:
@@ -772,7 +785,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.KeepGradesOnCrash.max_total_output_chars = int(max_output_mb * 1_000_000)
     # A kernel gets CPU time for every cell's timeout, twice over (torch uses several threads).
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
-    c.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
+    c.GenerateFeedback.preprocessors = [DropRubrics, GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     # Pages made from a student's notebook (the feedback, the formgrader's view) show what they wrote sanitised.
     from transformer_course.grading import sanitise
 
@@ -781,6 +794,102 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
         c.KeepGradesOnCrash.sandboxed = True
         for name, folders in kernel_mounts(Path(course_root), repo).items():
             setattr(c.SandboxedKernelManager, name, folders)
+    return c
+
+
+# The formgrader's page of a submission: nbgrader's formgrade template (nbgrader 0.9.6) with two blocks of its
+# own. The header: nbgrader's calls nbconvert's ``mathjax()`` macro without a URL, so the page always loads
+# MathJax 2 from cdnjs (``HTMLExporter.mathjax_url`` and the server's ``mathjax_url`` are never read there),
+# and with no network, or cdnjs blocked, every formula stays raw ("$W_Q = W_K = I$"). This one loads the
+# MathJax the course ships (``HTMLExporter.mathjax_url``, relative to the course root, served by Jupyter's
+# /files/) where :func:`formgrader_config` found it, else the same CDN. The markdown cells: a rubric cell
+# (:data:`RUBRIC_KEY`) is framed as the instructor's, so a student's own cell cannot pass for one.
+FORMGRADE_TEMPLATE = """\
+{#- Written by transformer_course.grading.nbgrader_setup.install_formgrader: nbgrader's formgrade page. -#}
+{%- extends 'formgrade/index.html.j2' -%}
+{% from 'formgrade_macros.html.j2' import header %}
+{% from 'mathjax.html.j2' import mathjax %}
+
+{%- block header -%}
+<!DOCTYPE html>
+<html>
+<head>
+{{ header(resources) }}
+{% for css in resources.inlining.css -%}
+<style type="text/css">
+{{ css }}
+</style>
+{% endfor %}
+{%- set tail = '/autograded/' ~ resources.student ~ '/' ~ resources.assignment_id ~ '/' ~ resources.notebook_id
+               ~ '.ipynb' -%}
+{%- set path = resources.notebook_path | string -%}
+{%- if '://' not in resources.mathjax_url and path.endswith(tail) -%}
+<script>window.MathJax = {tex: {inlineMath: [['$', '$'], ['\\\\(', '\\\\)']],
+  displayMath: [['$$', '$$'], ['\\\\[', '\\\\]']], processEscapes: true}};</script>
+<script src="{{ resources.base_url }}/files/{{ path[:(path | length) - (tail | length)] | urlencode }}/{{
+  resources.mathjax_url | urlencode }}" async></script>
+{%- else -%}
+{{ mathjax() }}
+{%- endif %}
+<link rel="stylesheet" href="{{ resources.base_url }}/formgrader/static/css/formgrade.css" />
+</head>
+{%- endblock header -%}
+
+{% block markdowncell scoped %}
+{%- if cell.metadata.{RUBRIC_KEY} -%}
+<div class="cell border-box-sizing text_cell rendered">
+  {{ self.empty_in_prompt() }}
+  <div class="inner_cell">
+    <div class="alert alert-info text_cell_render border-box-sizing rendered_html">
+      {{ cell.source | markdown2html }}
+    </div>
+  </div>
+</div>
+{%- else -%}
+{{ super() }}
+{%- endif -%}
+{% endblock markdowncell %}
+"""
+FORMGRADER_TEMPLATES = "templates"  # under the course root: the formgrade template above
+FORMGRADER_MATHJAX = "mathjax"  # under the course root (not hidden: Jupyter's /files/ serves no hidden path)
+EXCHANGE = "exchange"  # under the course root: nbgrader's exchange, which `transformer-course collect` replaces
+
+
+def install_formgrader(course_root: Path) -> None:
+    """Put beside a graded class's course root what :func:`formgrader_config` names: the formgrade template,
+    MathJax (copied once; left out where it cannot be had: the page then loads it from the CDN), and an
+    empty exchange folder."""
+    from transformer_course.course import mathjax
+    from transformer_course.grading.atomic import atomic_write
+
+    template = course_root / FORMGRADER_TEMPLATES / "formgrade" / "index.html.j2"
+    text = FORMGRADE_TEMPLATE.replace("{RUBRIC_KEY}", RUBRIC_KEY).encode()
+    if not template.is_file() or template.read_bytes() != text:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(template, text)
+    if not (course_root / FORMGRADER_MATHJAX / mathjax.SCRIPT).is_file():
+        mathjax.install(course_root / FORMGRADER_MATHJAX)
+    (course_root / EXCHANGE).mkdir(parents=True, exist_ok=True)
+
+
+def formgrader_config(course_root: Path) -> Config:
+    """What the formgrader opened in a graded class's course root reads besides :func:`make_config`: the
+    formgrade template of :func:`install_formgrader` ahead of nbgrader's (the formgrader's HTMLExporter reads
+    ``HTMLExporter`` settings from the course's ``nbgrader_config.py``, which nbgrader loads after its own),
+    the local MathJax where it is there, and nbgrader's exchange in the course root: the formgrader's
+    banner "The exchange directory ... does not exist" is gone (nbgrader's default, /usr/local/share/nbgrader/
+    exchange, is seldom there); the course collects through the LMS (`transformer-course collect`), and
+    the formgrader's release and collect buttons then work on this folder alone."""
+    from nbgrader.server_extensions.formgrader import handlers
+
+    from transformer_course.course import mathjax
+
+    c = Config()
+    c.HTMLExporter.extra_template_basedirs = [str(course_root / FORMGRADER_TEMPLATES), handlers.template_path]
+    c.HTMLExporter.extra_template_paths = [handlers.template_path]  # for 'formgrade/index.html.j2', nbgrader's
+    if (course_root / FORMGRADER_MATHJAX / mathjax.SCRIPT).is_file():
+        c.HTMLExporter.mathjax_url = f"{FORMGRADER_MATHJAX}/{mathjax.SCRIPT}"
+    c.Exchange.root = str(course_root / EXCHANGE)
     return c
 
 

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.classbook import ClassBook
+from transformer_course.grading.classbook import ClassBook, Marks
 from transformer_course.grading.grade import ExerciseResult, SubmissionResult
+from transformer_course.grading.sanitise import render_markdown
 from transformer_course.grading.spreadsheet import csv_text
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.instructors.roster import HEADING
@@ -70,29 +71,98 @@ def _points(x: float) -> str:
     return count(x, "point")
 
 
+def changed_by_hand(o: dict) -> str:
+    """What the instructor changed on one test cell (an entry of ``SubmissionResult.overrides``), as the
+    feedback page and grades.csv say it: "3 / 3 (given by hand; the grader gave 0)", "1 / 1 + 0.5 extra credit"."""
+    said = f"{o['grader']:g} / {o['points']:g}" if o["given"] is None else f"{o['given']:g} / {o['points']:g}"
+    if o["extra_credit"]:
+        said += f" + {o['extra_credit']:g} extra credit"
+    return said + (f" (given by hand; the grader gave {o['grader']:g})" if o["given"] is not None else "")
+
+
+def _cell_score(text: str, gid: str, said: str) -> str:
+    """``text`` with the score of cell ``gid`` said as ``said`` (between the markers) in the contents and at
+    the cell's heading (nbgrader writes both; the anchors are the template's: a student's markup has no
+    ``name``)."""
+    said = f"{WRITTEN[0]}{said}{WRITTEN[1]}"
+    gid = re.escape(gid)
+    text = re.sub(rf'(<a href="#{gid}">[^<\n]*</a> \(){_SAID}(\))', lambda m: m[1] + said + m[2], text)
+    return re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">[^\n]*?\n?<span class="pull-right">\s*)'
+                  rf"{_SAID}", lambda m: m[1] + said, text)
+
+
+# The instructor's comments (formgrader's) on the page, each between these markers, in its cell's panel.
+COMMENT = ("<!-- course: comment -->", "<!-- /course: comment -->")
+_COMMENTS = re.compile(rf"{re.escape(COMMENT[0])}.*?{re.escape(COMMENT[1])}", re.S)
+_DIV = re.compile(r"<div\b|</div>")
+
+
+def _comment_block(text: str) -> str:
+    return f'<div class="panel-footer"><div><b>Your instructor\'s comment:</b> {render_markdown(text)}</div></div>'
+
+
+def _with_comments(text: str, comments: dict[str, str]) -> str:
+    """``text`` with each comment (by the grade_id of its answer cell) at the foot of its cell's panel, those of
+    an answer not on the page under the title; the comments an earlier run put there go first. A comment is
+    markdown, rendered and sanitised as the student's own text is (:func:`.sanitise.render_markdown`)."""
+    text = _COMMENTS.sub("", text)
+    elsewhere = []
+    for gid, comment in comments.items():
+        anchor = text.find(f'<a name="comment-{gid}"></a>')
+        if anchor < 0:
+            elsewhere.append(f"<p><b>{html.escape(gid)}</b></p>" + _comment_block(comment))
+            continue
+        depth = 1  # inside the cell's panel (the anchor is its first child): its end is where its divs close
+        for m in _DIV.finditer(text, anchor):
+            depth += 1 if m[0] == "<div" else -1
+            if depth == 0:
+                text = text[:m.start()] + COMMENT[0] + _comment_block(comment) + COMMENT[1] + text[m.start():]
+                break
+        else:
+            elsewhere.append(f"<p><b>{html.escape(gid)}</b></p>" + _comment_block(comment))
+    if elsewhere:
+        at = re.search(r"<h4>[^\n]*</h4>\n?", text)
+        block = f'{COMMENT[0]}<div class="panel">{"".join(elsewhere)}</div>{COMMENT[1]}'
+        if at:
+            text = text[:at.end()] + block + text[at.end():]
+    return text
+
+
 def written_on_page(page: Path, result: SubmissionResult, assignment: Assignment,
-                    points: dict[str, float | None]) -> None:
-    """Make the feedback page of a notebook with answers in words agree with the gradebook: each
-    question shows the instructor's points, or "awaiting grading" where nbgrader's page says 0
-    (it knows no other value for an answer not graded yet), and the total says which part is graded:
-    ``11 / 11 graded automatically; 4 points of answers in words await your instructor``. Only numbers
-    and fixed words are written (a student's text is never put in the page). Idempotent."""
-    if not page.is_file() or not assignment.questions:
+                    points: dict[str, float | None], comments: dict[str, str] | None = None,
+                    tests: dict[str, float] | None = None) -> None:
+    """Make a feedback page agree with the gradebook: each question in words shows the instructor's points,
+    or "awaiting grading" where nbgrader's page says 0 (it knows no other value for an answer not graded
+    yet); each test cell whose score the instructor changed says so ("Score: 3 / 3 (given by hand; the grader
+    gave 0)"), one changed back shows the grader's score again (``tests``: the grader's score by grade_id);
+    the total says which part is graded: ``11 / 11 graded automatically; 4 points of answers in words await
+    your instructor``; the instructor's comments stand at the foot of their cells. Only numbers, fixed words
+    and the sanitised comments are written (a student's text is never put in the page). Idempotent."""
+    if not page.is_file():
         return
     text = original = page.read_text()
+    overrides = {o["cell"]: o for o in result.overrides}
     for q in assignment.questions:
         given = points.get(q.grade_id)
-        said = f"awaiting grading ({_points(q.points)})" if given is None else f"Score: {given:g} / {q.points:g}"
-        said = f"{WRITTEN[0]}{said}{WRITTEN[1]}"
-        gid = re.escape(q.grade_id)
-        text = re.sub(rf'(<a href="#{gid}">[^<\n]*</a> \(){_SAID}(\))', lambda m, said=said: m[1] + said + m[2], text)
-        text = re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">[^\n]*?<span class="pull-right">\s*)'
-                      rf"{_SAID}", lambda m, said=said: m[1] + said, text)
+        text = _cell_score(text, q.grade_id,
+                           f"awaiting grading ({_points(q.points)})" if given is None
+                           else f"Score: {given:g} / {q.points:g}")
+    for t in assignment.tests:  # a cell changed by hand, or changed back (its marker is there)
+        if t.grade_id in overrides:
+            text = _cell_score(text, t.grade_id, f"Score: {changed_by_hand(overrides[t.grade_id])}")
+        elif tests and t.grade_id in tests and re.search(rf'<a href="#{re.escape(t.grade_id)}">[^<\n]*</a> \('
+                                                         rf"{re.escape(WRITTEN[0])}", text):
+            text = _cell_score(text, t.grade_id, f"Score: {tests[t.grade_id]:g} / {t.points:g}")
     auto = f"{result.score:g} / {result.max_score:g} graded automatically"
+    if overrides:
+        auto += f" (changed by hand; the grader gave {result.score - result.by_hand:g})"
     top = assignment.manual_max_score
     graded = [(v, q.points) for q in assignment.questions if (v := points.get(q.grade_id)) is not None]
     waiting = top - sum(p for _, p in graded)
-    if not graded:
+    if not assignment.questions:
+        total = f"Score: {auto}" if overrides or WRITTEN[0] in (re.search(r"<h4>[^\n]*</h4>", text) or [""])[0] \
+            else ""
+    elif not graded:
         total = f"{auto}; {_points(top)} of answers in words await your instructor"
     elif waiting:
         total = (f"{auto}; {sum(v for v, _ in graded):g} / {sum(p for _, p in graded):g} of answers in words "
@@ -100,35 +170,40 @@ def written_on_page(page: Path, result: SubmissionResult, assignment: Assignment
     else:
         given = sum(v for v, _ in graded)
         total = f"Score: {result.score + given:g} / {result.max_score + top:g}: {auto}, {given:g} / {top:g} in words"
-    total = f"{WRITTEN[0]}{total}{WRITTEN[1]}"
-    text = re.sub(rf"(<h4>[^<\n]*\(){_SAID}(\)</h4>)", lambda m: m[1] + total + m[2], text, count=1)
+    if total:
+        total = f"{WRITTEN[0]}{total}{WRITTEN[1]}"
+        text = re.sub(rf"(<h4>[^<\n]*\(){_SAID}(\)</h4>)", lambda m: m[1] + total + m[2], text, count=1)
+    if comments is not None and "<h4>" in text:  # a page of nbgrader's (not the grader's own short page)
+        text = _with_comments(text, comments)
     if text != original:
         atomic_write(page, text)
 
 
 def written_on_pages(out: Path, results: list[SubmissionResult], assignments: dict[str, Assignment],
-                     points: dict[tuple[str, str], dict[str, float | None]]) -> None:
-    """:func:`written_on_page` for every notebook of ``points`` (what :meth:`.ClassBook.written` returns)."""
+                     marks: dict[tuple[str, str], Marks]) -> None:
+    """:func:`written_on_page` for every notebook of ``marks`` (what :meth:`.ClassBook.written` returns)."""
     for r in results:
         assignment = assignments.get(r.assignment)
-        if assignment is not None and (r.student_id, r.assignment) in points:
+        if assignment is not None and (r.student_id, r.assignment) in marks:
+            got = marks[(r.student_id, r.assignment)]
             written_on_page(out / "feedback" / r.student_id / r.assignment / f"{assignment.notebook}.html", r,
-                            assignment, points[(r.student_id, r.assignment)])
+                            assignment, got.questions, got.comments, got.tests)
 
 
 def refresh_written(out: Path, repo: Repo) -> list[SubmissionResult]:
-    """Read the points of the answers in words again from ``OUT/nbgrader/gradebook.db`` (where
-    formgrader writes the instructor's grading) and rewrite the tables and the feedback pages with
-    them; no notebook is graded again. Returns the results, as ``OUT/results.json`` now holds them."""
+    """Read what the instructor gave in formgrader again from ``OUT/nbgrader/gradebook.db`` (points of the
+    answers in words, scores typed over the grader's, extra credit, comments) and rewrite the tables and the
+    feedback pages with it; no notebook is graded again. Returns the results, as ``OUT/results.json`` now
+    holds them."""
     known = {f.name for f in fields(SubmissionResult)}
     results = []
     for r in json.loads((out / "results.json").read_text()):
         r = {k: v for k, v in r.items() if k in known}
         results.append(SubmissionResult(**{**r, "exercises": [ExerciseResult(**e) for e in r["exercises"]]}))
     assignments = {a.name: a for a in repo.assignments()}
-    points = ClassBook(out / "nbgrader", repo).written(results, assignments)
+    marks = ClassBook(out / "nbgrader", repo, generate=False).written(results, assignments)  # read only
     write_csvs(results, out)
-    written_on_pages(out, results, assignments, points)
+    written_on_pages(out, results, assignments, marks)
     return results
 
 
@@ -138,18 +213,21 @@ def _csv(rows: Iterable[list[Any]]) -> str:
 
 def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     """``grades.csv`` (one row per student and assignment), ``exercises.csv`` (per exercise, with
-    feedback), ``lms.csv`` (one row per student, one column per assignment: the shape Canvas,
-    Moodle and Blackboard import) and ``results.json``; each written atomically."""
+    feedback: the grader's scores), ``lms.csv`` (one row per student, one column per assignment: the shape
+    Canvas, Moodle and Blackboard import) and ``results.json``; each written atomically. Scores are the
+    autograded points after the instructor's overrides and extra credit (``SubmissionResult.score``)."""
     def manual(r: SubmissionResult) -> list[str]:
         return ["" if r.manual_score is None else f"{r.manual_score:g}",
                 f"{r.manual_max_score:g}" if r.manual_max_score else "", r.manual_status]
 
+    # score and final_score are the autograded points after the instructor's overrides and extra credit; the
+    # last column says which test cells the instructor changed (empty: the grader's scores stand).
     atomic_write(out / "grades.csv", _csv(
         [["student_id", "assignment", "score", "max_score", "status", "submitted_at", "late_by", "late_penalty",
-          "final_score", "manual_score", "manual_max_score", "manual_status", "reason"]]
+          "final_score", "manual_score", "manual_max_score", "manual_status", "reason", "by_hand"]]
         + [[r.student_id, r.assignment, f"{r.score:g}", f"{r.max_score:g}", r.status, r.submitted_at,
             f"{r.late_by:g}" if r.submitted_at else "", f"{r.late_penalty:g}", f"{r.final_score:g}", *manual(r),
-            r.reason.strip()]
+            r.reason.strip(), "; ".join(f"{o['cell']}: {changed_by_hand(o)}" for o in r.overrides)]
            for r in results]))
     atomic_write(out / "exercises.csv", _csv(
         [["student_id", "assignment", "exercise", "score", "max_score", "feedback"]]
@@ -176,5 +254,8 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
           "exercises": [vars(e) for e in r.exercises], "submitted_at": r.submitted_at, "late_by": r.late_by,
           "late_penalty": r.late_penalty, "late_note": r.late_note, "due": r.due, "extended": r.extended,
           "excused": r.excused, "manual_score": r.manual_score,
-          "manual_max_score": r.manual_max_score, "manual_status": r.manual_status} for r in results],
+          "manual_max_score": r.manual_max_score, "manual_status": r.manual_status, "overrides": r.overrides,
+          # read, not read back (computed): the autograded points after overrides and extra credit, and those
+          # less the late penalty; ``manual_score`` is the points of the answers in words
+          "score": r.score, "max_score": r.max_score, "final_score": r.final_score} for r in results],
         indent=1) + "\n")

@@ -59,9 +59,12 @@ def _load(out: Path) -> list[dict]:
 
 
 def scores(result: dict) -> tuple[float, float, float]:
-    """A notebook's (final score, raw score, maximum): final = raw less the late penalty, never below 0."""
-    raw = sum(e["score"] for e in result["exercises"])
-    return max(0.0, raw - result.get("late_penalty", 0.0)), raw, sum(e["max_score"] for e in result["exercises"])
+    """A notebook's (final score, raw score, maximum): raw = the autograded points after the instructor's
+    overrides and extra credit (results.json's ``score``), final = raw less the late penalty, never below 0
+    (its ``final_score``); from the exercises where an older results.json has neither."""
+    raw = result.get("score", sum(e["score"] for e in result["exercises"]))
+    final = result.get("final_score", max(0.0, raw - result.get("late_penalty", 0.0)))
+    return final, raw, sum(e["max_score"] for e in result["exercises"])
 
 
 def _written(result: dict) -> str:
@@ -247,7 +250,8 @@ def build_report(out: Path, roster_file: Path | None = None) -> Path:
                 continue
             final, raw, top = scores(r)
             total, total_max = total + final, total_max + top
-            cells.append(f"{final:g} / {top:g}" + (f" (raw {raw:g})" if raw != final else "") + _written(r))
+            cells.append(f"{final:g} / {top:g}" + (f" (raw {raw:g})" if raw != final else "")
+                         + ("; changed by hand" if r.get("overrides") else "") + _written(r))
         score_rows.append([html.escape(student), *named(student), *cells, f"{total:g} / {total_max:g}"])
     awaiting = sum(r.get("manual_status") == "awaiting" for r in results)
     timed = any(r.get("submitted_at") for r in results)
