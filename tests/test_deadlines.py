@@ -678,3 +678,19 @@ def test_results_json_keeps_extended_and_excused_and_a_stranger_is_named(tmp_pat
     # 10007's extension names a student with no folder and no name: a typo in an id, said
     assert deadlines.strangers(tmp_path / "submitted", {}) == ["10007"]
     assert deadlines.strangers(tmp_path / "submitted", {"10007": "Gus"}) == []
+
+
+def test_an_excused_notebook_is_ex_in_lms_csv_and_counts_in_no_total(tmp_path):
+    """lms.csv, the file an LMS imports: Canvas's gradebook import reads "EX" as excused; the total leaves the
+    notebook out, where a 0 would count against the student."""
+    import csv
+
+    from transformer_course.grading.publish import write_csvs
+
+    excused, other = _graded("ada", A), _graded("ada", B)
+    excused.excused = True
+    write_csvs([excused, other, _graded("ben", A), _graded("ben", B)], tmp_path)
+    with open(tmp_path / "lms.csv") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    assert (rows["ada"][f"{A} (10)"], rows["ada"][f"{B} (10)"], rows["ada"]["total (20)"]) == ("EX", "9", "9")
+    assert (rows["ben"][f"{A} (10)"], rows["ben"]["total (20)"]) == ("9", "18")

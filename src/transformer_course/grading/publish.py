@@ -244,10 +244,13 @@ def write_csvs(results: list[SubmissionResult], out: Path) -> None:
     rows = [["student_id", *[f"{a} ({maxima[a]:g})" for a in names], f"total ({sum(maxima.values()):g})",
              *[f"{a} written ({top:g})" for a, top in written.items()]]]
     for student, mine in sorted(by_student.items()):
-        scores = [mine[a].final_score if a in mine else 0.0 for a in names]
-        hand = [mine[a].manual_score if a in mine else None for a in written]
-        rows.append([student, *[f"{s:g}" for s in scores], f"{sum(scores):g}",
-                     *["" if h is None else f"{h:g}" for h in hand]])
+        # An excused notebook counts in no total: "EX", which Canvas's gradebook import reads as excused.
+        excused = {a for a in names if a in mine and mine[a].excused}
+        scores = {a: mine[a].final_score if a in mine else 0.0 for a in names if a not in excused}
+        hand = [mine[a].manual_score if a in mine and a not in excused else None for a in written]
+        rows.append([student, *["EX" if a in excused else f"{scores[a]:g}" for a in names],
+                     f"{sum(scores.values()):g}", *["EX" if a in excused else "" if h is None else f"{h:g}"
+                                                    for a, h in zip(written, hand, strict=True)]])
     atomic_write(out / "lms.csv", _csv(rows))
     atomic_write(out / "results.json", json.dumps(
         [{"student_id": r.student_id, "assignment": r.assignment, "status": r.status, "reason": r.reason,
