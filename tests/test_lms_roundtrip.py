@@ -47,6 +47,8 @@ def test_a_canvas_class_goes_round_the_lms_with_every_point_given_by_hand(repo, 
         # the answers in words: ada 2 + 2, dev 1 + 0.
         questions = [q.grade_id for q in repo.assignment(A).questions]
         with gradebook(out) as gb:
+            student = gb.find_student("10001")  # Canvas's name, for formgrader's list of students
+            assert (student.first_name, student.last_name) == ("Ada", "Lovelace")
             put_grade(gb, "test_softmax", {"manual_score": 1}, student="10002")
             put_grade(gb, "test_softmax_hidden", {"manual_score": 2}, student="10002")
             put_comment(gb, "softmax", {"manual_comment": SAID}, student="10002")

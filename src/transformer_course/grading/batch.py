@@ -411,6 +411,7 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
             (tasks if task.filename else missing).append(task)
     done.pairs, done.kept, done.to_grade = len(pairs), len(records), len(tasks)
     book = ClassBook(out / "nbgrader", repo)
+    book.names = names or {}
     mathjax.install(out / "feedback" / MATHJAX_FOLDER)  # formulas render offline (else: the CDN)
     errors_log = out / ERRORS_LOG
     errors_log.unlink(missing_ok=True)  # this run's failures only

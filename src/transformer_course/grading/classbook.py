@@ -61,6 +61,13 @@ class ClassBook:
         atomic_write(root / "nbgrader_config.py", CLASS_CONFIG.format(repo=str(repo.root)))
         install_formgrader(root)
         self.rubrics = rubrics(repo)
+        self.names: dict[str, str] = {}  # student id -> name (the run's roster), shown by formgrader
+
+    def student_names(self, student: str) -> dict[str, str | None]:
+        """The gradebook's name fields for ``student`` (formgrader lists "last name, first name"): the
+        roster's name split at its last space, already cleaned (instructors/roster.py); none where unknown."""
+        first, _, last = self.names.get(student, "").rpartition(" ")
+        return {"first_name": first or None, "last_name": last or None}
 
     def record(self, assignment: Assignment, payload: dict) -> None:
         """Put one graded pair in the gradebook, its autograded notebook (with the rubrics) and its hand-in
@@ -70,7 +77,7 @@ class ClassBook:
         student = result["student_id"]
         name = f"{assignment.notebook}.ipynb"
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
-            gb.update_or_create_student(student)
+            gb.update_or_create_student(student, **self.student_names(student))
             kept = self._kept(gb, assignment, student, payload.get("autograded"), payload.get("submitted"))
             given = answers(payload["autograded"]) if assignment.questions and payload.get("autograded") else {}
             try:
