@@ -213,11 +213,15 @@ def test_07_evaluates_the_epoch_with_the_lowest_validation_loss(repo):
     """Early stopping as section 9 says: the checkpoint kept, and evaluated, is the epoch with the
     lowest validation loss; and the exposure-bias figure shows what section 12 says it shows."""
     out = _solution_07_output(repo)
-    found = re.findall(r"epoch +(\d+)(?: \(partial: \d+ of \d+ batches\))?: train loss [\d.]+, val loss ([\d.]+)", out)
-    epochs = [(int(e), float(loss)) for e, loss in found]
+    found = re.findall(r"^(epoch +\d+(?: \(partial: \d+ of \d+ batches\))?): train loss [\d.]+, val loss ([\d.]+)",
+                       out, re.MULTILINE)
+    epochs = [(label, float(loss)) for label, loss in found]
     assert len(epochs) >= 2, out[:2000]
-    best = min(epochs, key=lambda e: e[1])[0]
-    assert f"kept epoch {best} (lowest validation loss" in out and f"(kept epoch {best})" in out
+    assert all("partial" not in label for label, _ in epochs[:-1])  # only the round the budget cut is partial
+    best, best_loss = min(epochs, key=lambda e: e[1])
+    assert f"kept {best} (lowest validation loss, {best_loss:.3f})" in out and f"(kept {best})" in out
+    best = int(best.split()[1])
+    epochs = [(int(label.split()[1]), loss) for label, loss in epochs]
     if best < epochs[-1][0]:  # it stopped after the best epoch: the notebook says why
         assert "over-fit" in out or "stayed near it" in out
     exposure = re.search(r"at position (\d+), the most likely next token given the reference prefix is the "
@@ -234,7 +238,7 @@ def test_readme_translation_results_are_those_of_the_executed_solution(repo):
     readme = (repo.root / "docs" / "benchmarks.md").read_text()
     front = " ".join((repo.root / "README.md").read_text().split())
     config = re.search(r"configuration (\w+) on [^:]+: [\d.]+ min of training, [\d,]+ steps, [\d.]+ epochs "
-                       r"\(kept (?:epoch \d+|step \d+ \(epoch [\d.]+\))\), "
+                       r"\(kept (?:epoch \d+(?: \(partial: \d+ of \d+ batches\))?|step \d+ \(epoch [\d.]+\))\), "
                        r"([\d,]+) target tokens/s, peak memory ([\d.]+ GiB)", out)
     assert config, "the solution no longer prints its configuration line"
     name, throughput, peak = config.groups()
@@ -264,25 +268,38 @@ def test_readme_translation_results_are_those_of_the_executed_solution(repo):
 
 def test_07_validation_figures_quoted_in_text_are_those_of_the_executed_solution(repo):
     """The validation figures that argue 07's choices (section 9's text, the benchmarks guide's BLEU
-    against time row, its note on choosing by validation) and beam search's
+    against time row, its note on choosing by validation), the model answers' figures and beam search's
     cost on the CPU (its hint) are the committed run's: a retrain that changes them fails here until
     the text says what the notebook printed."""
     out = _solution_07_output(repo)
     nb = nbformat.read(repo.root / "solutions" / "07_training.ipynb", as_version=4)
     text = " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
     docs = " ".join((repo.root / "docs" / "benchmarks.md").read_text().split())
-    epochs = re.findall(r"epoch +(\d+): train loss [\d.]+, val loss ([\d.]+), val BLEU +([\d.]+)", out)
-    kept = min(epochs, key=lambda e: float(e[1]))
-    last = epochs[-1]
-    ordinal = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"][int(kept[0]) - 1]
-    assert f"up to the {ordinal} ({kept[1]}, validation BLEU {kept[2]})" in text, kept
-    assert f"and last ({last[1]})" in text, last
-    assert f"validation loss {kept[1]}, BLEU {kept[2]};" in docs
+    rounds = re.findall(r"^epoch +(\d+)( \(partial: (\d+) of (\d+) batches\))?: train loss ([\d.]+), val loss "
+                        r"([\d.]+), val BLEU +([\d.]+)", out, re.MULTILINE)
+    losses = [float(r[5]) for r in rounds]
+    kept = rounds[losses.index(min(losses))]
+    last = rounds[-1]
+    ordinal = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"]
+    assert losses == sorted(losses, reverse=True), losses  # what section 9 says: it fell at every evaluation
+    count = ["one", "two", "three", "four", "five", "six", "seven", "eight"][len(rounds) - 1]
+    assert (f"fell at every one of its {count} evaluations, down to {kept[5]} (validation BLEU {kept[6]}) at the "
+            "last") in text, kept
+    assert last[1] and f"({last[2]} of its {last[3]} batches)" in text  # the cut round, named as such
+    assert f"validation loss {kept[5]}, BLEU {kept[6]};" in docs
+    assert (f"lowest at the {ordinal[len(rounds) - 1]} and last evaluation ({kept[5]}), after a "
+            f"{ordinal[len(rounds) - 1]} epoch the 10-minute budget cut short ({last[2]} of {last[3]} batches)") in text
+    assert f"its last figure, {last[4]}, is the mean of those {last[2]} late batches" in text
     table = re.findall(r"^ +([\d.]+) +\d+ +([\d.]+)$", out.split("BLEU against time:")[1], re.MULTILINE)
     row = (f"val BLEU after {' / '.join(m for m, _ in table)} min (greedy) | "
            f"{' / '.join(b for _, b in table)} |")
     assert row in docs, row
-    ratio = re.search(r"at ([\d.]+)x the decoding time", out)[1]
+    val = re.search(r"val, cased BLEU: greedy ([\d.]+) in \d+ s, beam 4 ([\d.]+) in \d+ s", out)
+    changed = re.search(r"beam search changed (\d+) of (\d+) translations and moved BLEU by [+-]([\d.]+), "
+                        r"at ([\d.]+)x the decoding time", out)
+    n, total, delta, ratio = changed.groups()
+    assert (f"on the validation set, beam 4 changed {int(n):,} of {int(total):,} translations and raised BLEU by "
+            f"{delta} ({val[1]} to {val[2]}), in {ratio} times greedy's decoding time") in text
     assert f"beam 4 then took {ratio} times greedy decoding's time on two CPU cores" in text, ratio
 
 
