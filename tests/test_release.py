@@ -75,8 +75,8 @@ def test_the_release_holds_the_course_and_nothing_of_the_grader(repo, released):
         text = path.read_text(errors="replace")
         for marker in ("BEGIN HIDDEN TESTS", "BEGIN SOLUTION", "course_reference", "check_"):
             assert marker not in text, f"{path.relative_to(released)} holds {marker!r}"
-        # Only the workflow names this repository: it fetches the grader from it.
-        assert (GITHUB_REPO in text) == (path == workflow), path
+        # Only the workflow and the guide to `check` name this repository: each fetches the grader from it.
+        assert (GITHUB_REPO in text) == (path in (workflow, released / "course" / "README.md")), path
 
 
 def _given(repo, number: str) -> str:
@@ -326,3 +326,14 @@ def test_answers_are_not_released_before_their_deadline(repo, tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "01_self_attention (due 2099-01-01 00:00 -05:00)" in err, err
     assert main([*command, "--out", str(tmp_path / "cli"), "--allow-early-answers"]) == 0
     assert "warning: 03_multi_head" in capsys.readouterr().err
+
+
+def test_the_release_tells_students_how_to_check_a_notebook_themselves(released):
+    """The students' repository carries course/README.md (how to run `check`, the instructor's grader, on a
+    machine and in Colab) with the course's own address (where the grader is), and its README points to it."""
+    from transformer_course.layout import GITHUB_REPO
+
+    readme = (released / "README.md").read_text()
+    assert "transformer-course check" in readme and "(course/README.md)" in readme
+    guide = (released / "course" / "README.md").read_text()
+    assert "transformer-course check" in guide and f"https://github.com/{GITHUB_REPO}" in guide

@@ -157,6 +157,9 @@ def release(repo: Repo, repository: str, out: Path, assignments: list[str] | Non
     for path in (out / "course").rglob("*"):
         if path.is_file() and path.suffix in (".ipynb", ".py", ".md"):
             path.write_text(path.read_text().replace(GITHUB_REPO, target))
+    # How to grade a notebook yourself (`check`): it names the course's own repository, where the grader
+    # is, so its addresses are kept as they are.
+    shutil.copyfile(repo.course / "README.md", out / "course" / "README.md")
     environment = (repo.root / ENVIRONMENT[0]).read_text()
     for name in ENVIRONMENT:
         (out / name).parent.mkdir(parents=True, exist_ok=True)
@@ -296,6 +299,10 @@ tests that compare values and name the mistake they find.
 - **A JupyterHub**: where your instructor's image already has the packages, nothing to install; else,
   in a terminal there, `pip install --user -r requirements.txt` and restart your server.
 {data}
+Before you hand a notebook in, grade it yourself with `transformer-course check`, the grader your
+instructor runs, hidden tests included: [`course/README.md`](course/README.md) says how, on your machine
+and in Colab, and what it prints.
+
 Hand in the notebooks as your instructor says; `.github/workflows/grade.yml` grades each push
 when this repository is a GitHub Classroom template.
 """
