@@ -615,6 +615,24 @@ def _record_times(into: Path, assignment: str, layout: str, report: Report,
                                   f"{', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''})")
 
 
+def _table(path: Path, option: str, columns, expected: str):
+    """The stripped header and a reader of the rest of the CSV file ``path`` given with ``option``.
+
+    Raises:
+        CollectError: the file cannot be read, or its header lacks one of ``columns`` (``expected`` says what
+            was expected).
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CollectError(f"{option} {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
+    reader = csv.reader(text.splitlines())
+    header = [h.strip() for h in next(reader, [])]
+    if absent := [c for c in columns if c not in header]:
+        raise CollectError(f"{option} {path}: no column {', '.join(absent)}{expected}")
+    return header, reader
+
+
 def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], tuple[dt.datetime, str]]:
     """The hand-in times of ``--times FILE.csv`` and their source (``--times <file name>``): columns
     ``student_id,assignment,submitted_at`` (others ignored), a time in ISO 8601 with its offset
@@ -626,15 +644,8 @@ def read_times(path: Path, known: list[str]) -> dict[tuple[str, str], tuple[dt.d
             number and what was expected (a time without an offset, an unknown assignment, an empty or
             unsafe student id, the same hand-in twice).
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CollectError(f"--times {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
-    reader = csv.reader(text.splitlines())
-    header = [h.strip() for h in next(reader, [])]
-    if absent := [c for c in TIMES_COLUMNS if c not in header]:
-        raise CollectError(f"--times {path}: no column {', '.join(absent)}; expected a header "
-                           f"{','.join(TIMES_COLUMNS)} (ISO 8601 times with their offset)")
+    header, reader = _table(path, "--times", TIMES_COLUMNS, f"; expected a header {','.join(TIMES_COLUMNS)} "
+                            "(ISO 8601 times with their offset)")
     at = {c: header.index(c) for c in TIMES_COLUMNS}
     found: dict[tuple[str, str], tuple[dt.datetime, str]] = {}
     lines: dict[tuple[str, str], int] = {}
@@ -694,16 +705,9 @@ def read_worksheet_times(path: Path, zone: str, assignment: str) -> dict[tuple[s
     except (ValueError, KeyError, OSError):
         raise CollectError(f"--worksheet-zone {zone!r}: not a time zone of the tz database; expected the zone "
                            "of the Moodle profile that downloaded the worksheet, e.g. Europe/Berlin") from None
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CollectError(f"--worksheet {path}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from exc
-    reader = csv.reader(text.splitlines())
-    header = [h.strip() for h in next(reader, [])]
     columns = ("Identifier", "Last modified (submission)")
-    if absent := [c for c in columns if c not in header]:
-        raise CollectError(f"--worksheet {path}: no column {', '.join(absent)}: not Moodle's grading worksheet "
-                           "(View all submissions, Download grading worksheet)")
+    header, reader = _table(path, "--worksheet", columns, ": not Moodle's grading worksheet (View all submissions, "
+                            "Download grading worksheet)")
     ids, at = (header.index(c) for c in columns)
     found, bad = {}, []
     for row in reader:
