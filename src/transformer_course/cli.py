@@ -216,6 +216,12 @@ def _canvas(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _lti(args: argparse.Namespace) -> int:
+    from transformer_course.lms.lti import run
+
+    return run(args)
+
+
 def _similarity(args: argparse.Namespace) -> int:
     from transformer_course.instructors.similarity import run
 
@@ -354,6 +360,13 @@ def main(argv: list[str] | None = None) -> int:
                                       "comments out (push); docs/lms.md")
     canvas_arguments(p)
     p.set_defaults(func=_canvas)
+
+    from transformer_course.lms.lti import add_arguments as lti_arguments
+
+    p = sub.add_parser("lti", help="any LMS through LTI 1.3 Advantage: the tool's keys and registration (init, "
+                                   "check), the roster (NRPS), grades and comments out (AGS push); docs/lti.md")
+    lti_arguments(p)
+    p.set_defaults(func=_lti)
 
     p = sub.add_parser("report", help="a class report (HTML and PNG) from a graded OUT, into OUT/report/")
     p.add_argument("out", help="the --out folder of `transformer-course grade`")

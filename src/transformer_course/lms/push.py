@@ -38,6 +38,7 @@ class Outgoing:
     max_points: float
     comment: str
     attachment: Path | None = None
+    awaiting: bool = False  # answers in words still to be graded in formgrader (sent only when asked)
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,11 @@ def outgoing(out: Path, assignment: str, page_of: Callable[[str], Path] | None =
         if row.get("status") in NOT_SENT:
             held.append(Held(student, assignment, NOT_SENT[row["status"]]))
             continue
-        if row.get("manual_status") == AWAITING and not include_awaiting:
+        if row.get("excused"):  # lms.csv writes EX: the notebook counts in no total, and no grade says otherwise
+            held.append(Held(student, assignment, "excused in the course's deadlines file: no grade is sent"))
+            continue
+        awaiting = row.get("manual_status") == AWAITING
+        if awaiting and not include_awaiting:
             held.append(Held(student, assignment, "answers in words not graded yet in formgrader "
                                                   "(--include-awaiting sends the autograded points alone)"))
             continue
@@ -188,7 +193,7 @@ def outgoing(out: Path, assignment: str, page_of: Callable[[str], Path] | None =
             page = None
         info = {**row, "_auto": auto, "_auto_max": auto_max, "late_penalty": penalty, "manual_max_score": manual_max}
         sent.append(Outgoing(student, assignment, grade, auto_max + manual_max,
-                             comment_text(info, grade, auto_max + manual_max, page), page))
+                             comment_text(info, grade, auto_max + manual_max, page), page, awaiting))
     return sent, held
 
 
