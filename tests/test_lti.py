@@ -171,12 +171,12 @@ def results(out, rows):
 
 @pytest.fixture
 def lms(tmp_path):
-    """A platform with four learners, a tool registered with it, a class of five in OUT."""
+    """A platform with five learners, a tool registered with it, a class of five in OUT."""
     from tests.lti_platform import LocalPlatform
 
     people = [member("u-ada", "Ada Lovelace", "ada@school.edu", sis="ada"),
               member("u-ben", "Ben Okafor", "ben@school.edu"), member("u-cho", "Cho Kim", "cho@school.edu"),
-              member("u-eve", "Eve Nohandin", "eve@school.edu")]
+              member("u-eve", "Eve Nohandin", "eve@school.edu"), member("u-fay", "Fay Aziz", "fay@school.edu")]
     folder = tmp_path / "lti"
     with LocalPlatform({"keys": []}, members=people, page_size=2) as platform:
         platform.trust(make_tool(folder, platform))
@@ -198,11 +198,12 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
     assert capsys.readouterr().out.count("granted:") == len(lti.SCOPES)
     assert cli("roster", folder, out) == 0
     said = capsys.readouterr().out
-    assert "4 of 5 students matched to the LMS's 4 learners; 1 learners with no hand-in" in said
+    assert "4 of 5 students matched to the LMS's 5 learners; 1 learners with no hand-in" in said
     assert "zed: UNMATCHED" in said
     roster = {r["student_id"]: r for r in lti.read_roster(folder).values()}
     assert roster["ada"]["matched_by"] == "sis id" and roster["ben"]["matched_by"] == "login"
-    assert roster["ada"]["name"] == "Ada Lovelace"  # the LMS's names, for the tables and pages
+    assert roster["ada"]["name"] == "Ada Lovelace"
+    assert "ada,Ada Lovelace" in (out / "roster.csv").read_text()  # the LMS's names, for report's pages
 
     assert cli("push", folder, out, "--assignment", "01", "--dry-run") == 0
     assert "dry run: nothing sent (3 would be)" in capsys.readouterr().out

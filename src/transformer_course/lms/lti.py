@@ -436,36 +436,49 @@ RULES = (
 def match(students: dict[str, dict[str, str]], people: list[dict], kept: dict[str, dict[str, str]]
           ) -> tuple[list[dict[str, str]], list[str]]:
     """Each student id matched to one LMS user: a row the instructor set (``matched_by`` ``by hand``) kept,
-    then :data:`RULES` in order; a member already taken, or two members found by one rule, match no one.
-    Returns the roster's rows (every student; ``lms_user_id`` empty where unmatched) and the lines that
-    say who is unmatched and why."""
-    rows, said, taken = [], [], {r["lms_user_id"] for r in kept.values() if r.get("matched_by") == BY_HAND}
+    then :data:`RULES` one after the other over every student still unmatched, so that a stronger rule (the
+    user id) is used for the whole class before a weaker one (the email). A rule that finds two members for
+    a student, or one member for two students, matches none of them (said, for the instructor to settle).
+    Returns the roster's rows (every student; ``lms_user_id`` empty where unmatched) and the lines that say
+    who is unmatched and why."""
     by_id = {str(m["user_id"]): m for m in people}
+    found: dict[str, tuple[dict, str]] = {}
+    why: dict[str, str] = {}
+    said: list[str] = []
     for sid in sorted(students):
-        info = students[sid]
         hand = kept.get(sid)
         if hand and hand.get("matched_by") == BY_HAND:
-            m = by_id.get(hand.get("lms_user_id", ""), {})
-            rows.append({**_row(sid, m, BY_HAND), "lms_user_id": hand.get("lms_user_id", "")})
-            if not m and hand.get("lms_user_id"):
-                said.append(f"  {sid}: matched by hand to {hand['lms_user_id']}, who is not a learner of the "
-                            "course in the LMS (sent anyway: the LMS will say)")
-            continue
-        found, why = None, "no member's user id, SIS id, login or email is the student's"
-        for rule, test in RULES:
-            hits = [m for m in people if test(sid, info, m) and str(m["user_id"]) not in taken]
-            if len(hits) == 1:
-                found = hits[0]
-                break
-            if len(hits) > 1:
-                why = f"{len(hits)} members match by {rule}"
-                break
-        if found is None:
-            rows.append({**_row(sid, {}, ""), "name": info.get("name", "")})
-            said.append(f"  {sid}: UNMATCHED ({why}): set lms_user_id and matched_by = {BY_HAND} in the roster")
-            continue
-        taken.add(str(found["user_id"]))
-        rows.append(_row(sid, found, rule))
+            uid = hand.get("lms_user_id", "")
+            found[sid] = (by_id.get(uid, {"user_id": uid}), BY_HAND)
+            if uid and uid not in by_id:
+                said.append(f"  {sid}: matched by hand to {uid}, who is not a learner of the course in the LMS "
+                            "(sent anyway: the LMS will say)")
+    taken = {str(m["user_id"]) for m, _ in found.values()}
+    for rule, test in RULES:
+        hits = {sid: [m for m in people if str(m["user_id"]) not in taken and test(sid, students[sid], m)]
+                for sid in sorted(students) if sid not in found and sid not in why}
+        claims: dict[str, list[str]] = {}
+        for sid, members_found in hits.items():
+            if len(members_found) == 1:
+                claims.setdefault(str(members_found[0]["user_id"]), []).append(sid)
+            elif len(members_found) > 1:
+                why[sid] = f"{len(members_found)} members match by {rule}"
+        for uid, sids in claims.items():
+            if len(sids) == 1:
+                found[sids[0]] = (by_id[uid], rule)
+                taken.add(uid)
+            else:
+                for sid in sids:
+                    why[sid] = f"LMS user {uid} matches {len(sids)} students by {rule}"
+    rows = []
+    for sid in sorted(students):
+        if sid in found:
+            m, by = found[sid]
+            rows.append(_row(sid, m, by))
+        else:
+            rows.append({**_row(sid, {}, ""), "name": students[sid].get("name", "")})
+            reason = why.get(sid, "no member's user id, SIS id, login or email is the student's")
+            said.append(f"  {sid}: UNMATCHED ({reason}): set lms_user_id and matched_by = {BY_HAND} in the roster")
     return rows, said
 
 
@@ -506,11 +519,19 @@ def roster(tool: Tool, out: Path, say=print, conn=None) -> dict[str, dict[str, s
     students = _course_students(out)
     rows, said = match(students, people, read_roster(tool.folder))
     atomic_write(tool.folder / ROSTER, csv_text([ROSTER_HEADER, *[[r[k] for k in ROSTER_HEADER] for r in rows]]))
+    # The LMS's names where the run knew none: `report` and `similarity` read OUT/roster.csv.
+    from transformer_course.instructors import roster as names_of
+
+    known = names_of.for_run(out=out)
+    added = {r["student_id"]: r["name"] for r in rows if r["name"] and not known.get(r["student_id"])}
+    if added:
+        names_of.keep(out, {**known, **added})
     matched = sum(bool(r["lms_user_id"]) for r in rows)
     said_ids = {r["lms_user_id"] for r in rows}
     extra = [str(m["user_id"]) for m in people if str(m["user_id"]) not in said_ids]
     say(f"{tool.folder / ROSTER}: {matched} of {len(rows)} students matched to the LMS's {len(people)} learners"
-        + (f"; {len(extra)} learners with no hand-in" if extra else ""))
+        + (f"; {len(extra)} learners with no hand-in" if extra else "")
+        + (f"; {len(added)} names from the LMS added to {out / names_of.KEPT} (for `report`)" if added else ""))
     for line in said:
         say(line)
     return {r["student_id"]: r for r in rows}
