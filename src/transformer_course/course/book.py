@@ -53,7 +53,8 @@ def _title(notebook: Path) -> str:
 
 # The guides, in the book's order: (source in the repository, page name in the book).
 GUIDES = [("docs/students.md", "students"), ("docs/instructors.md", "instructors"), ("docs/grader.md", "grader"),
-          ("docs/lms.md", "lms"), ("docs/lms-files.md", "lms-files"),
+          ("docs/lms.md", "lms"), ("docs/lms-files.md", "lms-files"), ("docs/lti.md", "lti"),
+          ("docs/lti-admin.md", "lti-admin"),
           ("docs/benchmarks.md", "benchmarks"), ("CONTRIBUTING.md", "contributing")]
 
 
