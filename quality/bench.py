@@ -18,6 +18,8 @@
   every table written, the honest rows unchanged, a 30,000-cell notebook decided within 30 s) and
   the long profile of every property test;
 - a Canvas push of 300 students x 8 assignments to a local Canvas within 60 s (``--lms-only``, quality/lms_bench.py);
+- the same class through LTI 1.3 Advantage (roster and scores) to a local platform within 60 s (``--lti-only``,
+  quality/lti_bench.py);
 - BLEU against time of notebook 07's CPU configuration, as recorded by the executed
   ``solutions/07_training.ipynb`` (``--train`` runs it again: about 12 minutes).
 """
@@ -636,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only a class of 30 graded by serial nbgrader autograde and by ours (~60 min)")
     parser.add_argument("--lms-only", action="store_true",
                         help="only a Canvas push of 300 students x 8 assignments to a local Canvas (lms_bench.py)")
+    parser.add_argument("--lti-only", action="store_true",
+                        help="only an LTI 1.3 push of 300 students x 8 assignments to a local platform (lti_bench.py)")
     parser.add_argument("--students", type=int, default=30, help="with --class-only: the class's size (default 30)")
     parser.add_argument("--record", type=Path,
                         help="with --check-only or --class-only: also write its figures to this JSON file")
@@ -648,6 +652,10 @@ def main(argv: list[str] | None = None) -> int:
         from quality import lms_bench
 
         return lms_bench.main()
+    if args.lti_only:
+        from quality import lti_bench
+
+        return lti_bench.main()
     if args.hostile_only:
         return hostile.main()
     if args.check_only:

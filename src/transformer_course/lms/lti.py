@@ -59,6 +59,8 @@ KEY = "private.pem"
 JWKS = "jwks.json"
 ROSTER = "roster.csv"  # in the tool's folder: the course's student ids and the LMS's users
 ROSTER_HEADER = ["student_id", "lms_user_id", "name", "email", "sis_id", "matched_by"]
+LEARNERS = "lms-learners.csv"  # in the tool's folder: every learner the LMS lists, matched or not
+LEARNERS_HEADER = ["lms_user_id", "name", "email", "sis_id", "status", "student_id"]
 BY_HAND = "by hand"  # matched_by of a row the instructor set: kept as it is by every `lti roster`
 LOG = "lti-log.jsonl"  # in OUT: every score sent, to whom, and the platform's answer
 FIELDS = {  # tool.toml: section -> field -> what it is, in the registration's words
@@ -73,7 +75,7 @@ FIELDS = {  # tool.toml: section -> field -> what it is, in the registration's w
                "memberships_url": "the course's memberships URL (NRPS; in a launch's "
                                   "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice)"},
 }
-RETRIES = 6  # a throttled (429) or failing (5xx) request is sent this many more times, then it is an error
+RETRIES = 6  # a throttled (429) or failing (5xx) request is sent again this many times, then it is an error
 LONGEST_WAIT = 60.0  # seconds: a Retry-After asking for more stops the push (run it again later)
 
 
@@ -245,8 +247,9 @@ def init(folder: Path, values: dict[str, str], title: str = "Transformer course 
 
 
 def _retry():
-    """urllib3's retry for every method: ``429`` and ``5xx`` sent again, waiting what ``Retry-After`` asks
-    (at most :data:`LONGEST_WAIT`) or 0.5 s doubling; the last answer is returned, not raised."""
+    """urllib3's retry for every method: ``429`` and ``5xx`` sent again up to :data:`RETRIES` times, waiting
+    what ``Retry-After`` asks (at most :data:`LONGEST_WAIT`) or urllib3's doubling backoff (1, 2, 4, ... s);
+    the last answer is returned, not raised."""
     from urllib3.util.retry import Retry
 
     class Capped(Retry):
@@ -287,15 +290,24 @@ def connector(tool: Tool):
             self._tokens: dict[str, tuple[str, float]] = {}
             self._lock = threading.Lock()
             self.granted: set[str] = set()  # the scopes the platform granted in its last token
+            self.refusal = ""  # the token endpoint's error code, where it refused the last request
             self.tokens = 0
 
         def _granted(self, response, *args, **kwargs):
-            # The token's answer says which scopes it granted (RFC 6749 5.1): a refused one is named later.
-            if response.request.url == tool.token_url and response.ok:
+            # The token's answer says which scopes it granted (RFC 6749 5.1), or none where it granted all
+            # those asked: a refused one is named later.
+            if response.request.url.split("?")[0].rstrip("/") == tool.token_url.split("?")[0].rstrip("/"):
+                from urllib.parse import parse_qs
+
+                body = response.request.body or ""
+                asked = parse_qs(body if isinstance(body, str) else body.decode()).get("scope", [""])[0].split()
                 try:
-                    self.granted = set(str(response.json().get("scope", "")).split())
+                    answer = response.json() if response.ok else {}
                 except ValueError:
-                    pass
+                    answer = {}
+                self.granted = set(str(answer["scope"]).split()) if "scope" in answer else (
+                    set(asked) if response.ok else set())
+                self.refusal = "" if response.ok else str(answer.get("error") or response.status_code)
             return response
 
         def _get_cached_access_token(self, scope_key):
@@ -334,8 +346,9 @@ def _answer(exc: BaseException) -> tuple[int, str]:
     return response.status_code, " ".join(str(words).split())[:200]
 
 
-def call(conn, fn, what: str):
-    """``fn()``, pylti1p3's and requests' errors said in one line.
+def call(conn, fn, what: str, asked: list[str] | tuple[str, ...] = ()):
+    """``fn()``, pylti1p3's and requests' errors said in one line; ``asked``: the scopes this call's token
+    was asked for, named where the platform did not grant them.
 
     Raises:
         LtiError: why; ``whole_run`` for a refused token, client or scope (401, 403, the token endpoint's
@@ -355,7 +368,7 @@ def call(conn, fn, what: str):
                            "client_id, token_url and that the LMS holds this tool's public key "
                            "(`lti check --online`)") from None
         if status == 403:
-            missing = [s for s in SCOPES if conn.granted and s not in conn.granted]
+            missing = [s for s in asked if s not in conn.granted]
             why = (f"; the LMS did not grant {', '.join(missing)}: enable it in the tool's registration "
                    "(docs/lti-admin.md)") if missing else ""
             raise LtiError(f"the LMS forbids {what} (403: {words}){why}") from None
@@ -364,7 +377,9 @@ def call(conn, fn, what: str):
         if status in (429,) or status >= 500:
             raise LtiError(f"the LMS still answered {status} to {what} after {RETRIES} tries: run the same "
                            "command again later (what was sent is kept)") from None
-        raise LtiError(f"the LMS refused {what} ({status}: {words})", whole_run=False) from None
+        error = LtiError(f"the LMS refused {what} ({status}: {words})", whole_run=False)
+        error.status = status
+        raise error from None
     except LtiException as exc:
         raise LtiError(f"{what}: {exc}") from None
     except requests.RequestException as exc:
@@ -377,10 +392,17 @@ def check_online(tool: Tool) -> list[str]:
     Raises:
         LtiError: the token request itself is refused.
     """
+    from pylti1p3.exception import LtiServiceException
+
     lines = []
     for scope, why in SCOPES.items():
         conn = connector(tool)
-        call(conn, lambda c=conn, s=scope: c.get_access_token([s]), "an access token")
+        try:
+            conn.get_access_token([scope])
+        except LtiServiceException:
+            # invalid_scope (RFC 6749 5.2): this scope refused; any other refusal is the tool's registration
+            if conn.refusal != "invalid_scope":
+                call(conn, lambda c=conn, s=scope: c.get_access_token([s]), "an access token")
         ok = scope in conn.granted
         lines.append(f"  {'granted' if ok else 'REFUSED'}: {scope} ({why})")
     return lines
@@ -395,17 +417,27 @@ def members(tool: Tool, conn) -> list[dict]:
 
     service = NamesRolesProvisioningService(conn, {"context_memberships_url": tool.memberships_url,
                                                    "service_versions": ["2.0"]})
-    people = call(conn, service.get_members, "the course's members (NRPS)")
+    people = call(conn, service.get_members, "the course's members (NRPS)", [SCOPE_MEMBERS])
     return [m for m in people if isinstance(m, dict) and m.get("user_id")
             and any(str(r).endswith("#Learner") or r == "Learner" for r in m.get("roles") or [LEARNER])]
 
 
-def _course_students(out: Path) -> dict[str, dict[str, str]]:
-    """The course's students (every id in ``OUT/results.json``) with what collect and grade know of them:
-    ``name``, ``email``, ``login_id``, ``sis_user_id`` (from ``OUT/roster.csv`` and ``students.csv``)."""
+def active(people: list[dict]) -> list[dict]:
+    """The learners whose membership is ``Active`` (NRPS 2.0: ``status`` absent means Active); an
+    ``Inactive`` or ``Deleted`` one (a dropped student) is matched to no one."""
+    return [m for m in people if str(m.get("status") or "Active") == "Active"]
+
+
+def _course_students(out: Path, submitted: Path | None = None) -> dict[str, dict[str, str]]:
+    """The course's students (every id in ``OUT/results.json``) with what collect, ``canvas times`` and grade
+    know of them: ``name``, ``email``, ``login_id``, ``sis_user_id`` (``students.csv`` beside ``submitted``,
+    then ``OUT/roster.csv``)."""
     rows = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else []
     people = {str(r.get("student_id")): {} for r in rows if isinstance(r, dict) and r.get("student_id")}
-    for path in (out / "roster.csv", out / "students.csv"):
+    from transformer_course.instructors.roster import STUDENTS_CSV
+
+    beside = [submitted.parent / STUDENTS_CSV] if submitted is not None else []
+    for path in (*beside, out / "roster.csv"):
         if path.is_file():
             for row in read_rows(path):
                 sid = (row.get("student_id") or "").strip()
@@ -508,17 +540,26 @@ def read_roster(folder: Path) -> dict[str, dict[str, str]]:
     return {r["student_id"].strip(): {k: (v or "").strip() for k, v in r.items() if k} for r in rows}
 
 
-def roster(tool: Tool, out: Path, say=print, conn=None) -> dict[str, dict[str, str]]:
-    """``lti roster``: members fetched, matched, ``DIR/roster.csv`` written. Returns it by student id.
+def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None = None
+           ) -> dict[str, dict[str, str]]:
+    """``lti roster``: members fetched, matched, ``DIR/roster.csv`` written, and ``DIR/lms-learners.csv``:
+    every learner the LMS lists (user id, name, email, SIS id, status, the student matched), where the
+    instructor finds the user id to set by hand. Returns the roster by student id.
 
     Raises:
         LtiError: as :func:`call` and :func:`read_roster`.
     """
     conn = conn or connector(tool)
-    people = members(tool, conn)
-    students = _course_students(out)
+    everyone = members(tool, conn)
+    people = active(everyone)
+    students = _course_students(out, submitted)
     rows, said = match(students, people, read_roster(tool.folder))
     atomic_write(tool.folder / ROSTER, csv_text([ROSTER_HEADER, *[[r[k] for k in ROSTER_HEADER] for r in rows]]))
+    whose = {r["lms_user_id"]: r["student_id"] for r in rows if r["lms_user_id"]}
+    atomic_write(tool.folder / LEARNERS, csv_text([LEARNERS_HEADER, *[
+        [str(m["user_id"]), _row("", m, "")["name"], str(m.get("email") or ""),
+         str(m.get("lis_person_sourcedid") or ""), str(m.get("status") or "Active"), whose.get(str(m["user_id"]), "")]
+        for m in everyone]]))
     # The LMS's names where the run knew none: `report` and `similarity` read OUT/roster.csv.
     from transformer_course.instructors import roster as names_of
 
@@ -529,8 +570,10 @@ def roster(tool: Tool, out: Path, say=print, conn=None) -> dict[str, dict[str, s
     matched = sum(bool(r["lms_user_id"]) for r in rows)
     said_ids = {r["lms_user_id"] for r in rows}
     extra = [str(m["user_id"]) for m in people if str(m["user_id"]) not in said_ids]
+    gone = len(everyone) - len(people)
     say(f"{tool.folder / ROSTER}: {matched} of {len(rows)} students matched to the LMS's {len(people)} learners"
-        + (f"; {len(extra)} learners with no hand-in" if extra else "")
+        + (f" ({gone} more not active: matched to no one)" if gone else "")
+        + (f"; {len(extra)} learners with no hand-in (all in {tool.folder / LEARNERS})" if extra else "")
         + (f"; {len(added)} names from the LMS added to {out / names_of.KEPT} (for `report`)" if added else ""))
     for line in said:
         say(line)
@@ -585,22 +628,22 @@ class Log:
             os.fsync(f.fileno())
 
 
-def line_item(conn, tool: Tool, assignment: str, title: str, maximum: float):
+def line_item(conn, tool: Tool, assignment: str, title: str, maximum: float, create: bool = True):
     """The assignment's line item: the one whose ``resourceId`` is ``assignment``, else one with the label
-    ``title`` and this tool's tag, else a new one (label, ``scoreMaximum``, ``resourceId``, tag).
-    Returns ``(LineItem, created)``."""
+    ``title`` and this tool's tag, else a new one (label, ``scoreMaximum``, ``resourceId``, tag), made only
+    where ``create``. Returns ``(service, LineItem or None, created)``."""
     from pylti1p3.assignments_grades import AssignmentsGradesService
     from pylti1p3.lineitem import LineItem
 
     ags = AssignmentsGradesService(conn, {"scope": AGS_SCOPES, "lineitems": tool.lineitems_url})
-    found = call(conn, lambda: ags.find_lineitem_by_resource_id(assignment), "the course's line items")
+    found = call(conn, lambda: ags.find_lineitem_by_resource_id(assignment), "the course's line items", AGS_SCOPES)
     if found is None:
         found = call(conn, lambda: ags.find_lineitem_satisfying(
-            lambda li: li.get("label") == title and li.get("tag") == TAG), "the course's line items")
-    if found is not None:
+            lambda li: li.get("label") == title and li.get("tag") == TAG), "the course's line items", AGS_SCOPES)
+    if found is not None or not create:
         return ags, found, False
     new = (LineItem().set_label(title).set_score_maximum(maximum).set_resource_id(assignment).set_tag(TAG))
-    return ags, call(conn, lambda: ags.create_lineitem(new), f"a new line item for {assignment}"), True
+    return ags, call(conn, lambda: ags.create_lineitem(new), f"a new line item for {assignment}", AGS_SCOPES), True
 
 
 @dataclass
@@ -637,8 +680,8 @@ def push_assignment(tool: Tool, out: Path, assignment: str, *, dry_run: bool = F
         for h in held:
             say(f"  {h.student_id:<14} held back: {h.reason}")
         return Pushed("", [], 0, [], list(held))
-    ags, item, created = line_item(conn, tool, assignment, assignment, items[0].max_points)
-    item_id = item.get_id()
+    ags, item, created = line_item(conn, tool, assignment, assignment, items[0].max_points, create=not dry_run)
+    item_id = item.get_id() if item is not None else ""  # a dry run makes none: every score would be new
     log = Log(out / LOG)
     last = log.sent()
     result = Pushed(item_id, [], 0, [], list(held))
@@ -653,8 +696,10 @@ def push_assignment(tool: Tool, out: Path, assignment: str, *, dry_run: bool = F
         else:
             result.to_send.append((it, score))
     names = {sid: r.get("name", "") for sid, r in mapping.items()}
-    say(f"{assignment}: line item {item.get_label()!r} ({'created' if created else 'found'}, "
-        f"{item.get_score_maximum()} points): {len(result.to_send)} to send, {result.already} already sent, "
+    said = (f"line item {item.get_label()!r} ({'created' if created else 'found'}, "
+            f"{item.get_score_maximum():g} points)") if item is not None else (
+        f"line item {assignment!r} (to be created, {items[0].max_points:g} points)")
+    say(f"{assignment}: {said}: {len(result.to_send)} to send, {result.already} already sent, "
         f"{len(result.unmatched)} unmatched, {len(result.held)} held back")
     for it, score in result.to_send:
         say(f"  {it.student_id:<14} {names.get(it.student_id, '')[:24]:<24} {score['scoreGiven']:g}/"
@@ -676,12 +721,12 @@ def push_assignment(tool: Tool, out: Path, assignment: str, *, dry_run: bool = F
                  .set_grading_progress(score["gradingProgress"]).set_comment(score["comment"]).set_timestamp(stamp))
         what = f"the score of student {it.student_id} (LMS user {score['userId']}) in line item {item_id}"
         try:
-            call(conn, lambda: ags.put_grade(grade, item), what)
+            call(conn, lambda: ags.put_grade(grade, item), what, AGS_SCOPES)
             status, words = 200, "accepted"
         except LtiError as exc:
             if exc.whole_run:
                 raise
-            status, words = -1, str(exc)
+            status, words = getattr(exc, "status", 0), str(exc)
         log.write({"at": stamp, "assignment": assignment, "student_id": it.student_id, "line_item": item_id,
                    "score": {**score, "timestamp": stamp}, "status": status, "answer": words})
         return None if status == 200 else (it, words)
@@ -723,6 +768,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                       "ids, into DIR/roster.csv")
     p.add_argument("folder", metavar="DIR")
     p.add_argument("out", metavar="OUT", help="the --out folder of `transformer-course grade`")
+    p.add_argument("--submitted", default=None, metavar="SUBMITTED",
+                   help="the folder of hand-ins `grade` read: the students.csv beside it (collect's, `canvas times`') "
+                        "gives each student's SIS id, login and email to match by")
     p = sub.add_parser("push", help="scores, progress and comments from a graded OUT to the LMS (AGS), only what "
                                     "was not sent before")
     p.add_argument("folder", metavar="DIR")
@@ -768,7 +816,8 @@ def run(args: argparse.Namespace) -> int:
                            f"{out}`)")
         conn = connector(tool)
         if args.lti_command == "roster":
-            roster(tool, out, conn=conn)
+            roster(tool, out, conn=conn,
+                   submitted=Path(args.submitted).expanduser().resolve() if args.submitted else None)
             return 0
         from transformer_course.instructors.collect import resolve_assignment
         from transformer_course.layout import Repo
