@@ -50,6 +50,7 @@ not the one a call needs; its service handlers put paging in the body instead of
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -105,6 +106,16 @@ def tool_key() -> tuple[str, dict]:
     public = json.loads(jwk.export_public())
     public.update(kid=jwk.thumbprint(), alg="RS256", use="sig")
     return pem, {"keys": [public]}
+
+
+@functools.cache
+def _platform_key() -> tuple[str, str]:
+    """The platforms' key pair (private, public PEM): one per process, as making one costs ~0.1-0.5 s here. A
+    token one platform issued is still refused by another, which did not issue it (``check_token``)."""
+    private_pem, _ = tool_key()
+    public_pem = serialization.load_pem_private_key(private_pem.encode(), None).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    return private_pem, public_pem
 
 
 class TokenError(Exception):
@@ -200,9 +211,7 @@ class LocalPlatform:
         base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.issuer, self.token_url, self.jwks_url = base, f"{base}/token", f"{base}/jwks"
         self.lineitems_url, self.memberships_url = f"{base}/lineitems", f"{base}/memberships"
-        private_pem, _ = tool_key()  # the platform's own key pair, a fresh one per platform
-        public_pem = serialization.load_pem_private_key(private_pem.encode(), None).public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        private_pem, public_pem = _platform_key()
         self.conf = _Conf(issuer=self.issuer, client_id=self.client_id, deployment_id=self.deployment_id,
                           private_key=private_pem, public_key=public_pem, tool_jwks=self.tool_jwks,
                           audiences=[self.token_url] + ([self.audience] if self.audience else []))
@@ -446,8 +455,9 @@ def _score_fields(body: object) -> dict:
 
 
 def _when(timestamp: str) -> datetime:
-    """An AGS timestamp as an aware datetime (``+00`` without minutes, which AGS allows, padded)."""
-    timestamp = timestamp.replace("Z", "+00:00")
+    """An AGS timestamp as an aware datetime (``+00`` without minutes, which AGS allows, padded; digits past
+    microseconds, which datetime cannot hold, cut)."""
+    timestamp = re.sub(r"(\.\d{6})\d+", r"\1", timestamp.replace("Z", "+00:00"))
     if re.search(r"[+-]\d\d$", timestamp):
         timestamp += ":00"
     return datetime.fromisoformat(timestamp)
