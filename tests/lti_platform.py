@@ -167,8 +167,9 @@ class LocalPlatform:
 
     State the tests read: ``line_items`` (id, its URL -> the line item as stored), ``scores``/``result`` (what
     the score service accepted), ``requests`` ((method, path, status) of every request answered, the path
-    without its query), ``tokens_issued``. Faults the tests inject: ``expire_tokens``, ``fail_next``,
-    ``refuse_scope``.
+    without its query), ``tokens_issued``, ``connections`` (TCP connections accepted). Faults the tests
+    inject: ``expire_tokens``, ``fail_next``, ``refuse_scope``. ``audience`` is a second ``aud`` the token
+    endpoint accepts in an assertion besides the token URL (Security Framework 1.0 section 4.1.1).
     """
 
     def __init__(self, tool_jwks: dict | str, *, client_id: str = "transformer-course", deployment_id: str = "1",
@@ -189,6 +190,7 @@ class LocalPlatform:
         self._scores: dict[tuple[str, str], list[dict]] = {}
         self.requests: list[tuple[str, str, int]] = []
         self.tokens_issued = 0
+        self.connections = 0  # TCP connections accepted
         self._tokens: dict[str, dict] = {}  # access token -> {"exp": wall time, "scopes": set}
         self._jtis: dict[str, float] = {}  # assertion jti -> its exp (kept until then: a replay is refused)
         self._refused: set[str] = set()
@@ -475,6 +477,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):  # quiet; the tests read LocalPlatform.requests
         pass
+
+    def setup(self):
+        super().setup()
+        with self.lti.lock:
+            self.lti.connections += 1  # the tests see keep-alive at work
 
     def do_GET(self):
         self._serve("GET")

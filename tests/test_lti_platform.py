@@ -385,3 +385,24 @@ def test_fail_next_answers_429_with_retry_after_then_serves(platform, tool):
     assert len(nrps.get_members_page()[0]) == 2
     assert [status for _, path, status in platform.requests if path == "/memberships"] == [429, 429, 200]
     assert ("POST", "/token", 200) in platform.requests  # the token endpoint's path was not matched
+
+
+# Speed (make bench) ---------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_2400_score_posts_through_one_keep_alive_session_take_well_under_30_s(key):
+    students = [{"user_id": f"lti-{n}", "roles": [LEARNER]} for n in range(300)]
+    with LocalPlatform(key[1], members=students) as platform:
+        tool = connector(platform, key[0], key[1]["keys"][0]["kid"])
+        service = ags(tool, platform)
+        items = [service.create_lineitem(LineItem().set_label(f"A{n}").set_score_maximum(10)) for n in range(8)]
+        now = datetime.now(UTC)
+        start = time.perf_counter()
+        for item in items:
+            for student in students:
+                service.put_grade(grade(student["user_id"], 7, now), item)
+        took = time.perf_counter() - start
+        print(f"2400 score POSTs: {took:.1f} s")
+        assert sum(len(platform.scores(i.get_id(), s["user_id"])) for i in items for s in students) == 2400
+        assert platform.connections == 1  # one keep-alive connection for the token, line items and scores
+        assert took < 15, f"2400 score POSTs took {took:.1f} s"
