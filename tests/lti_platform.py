@@ -390,10 +390,13 @@ class LocalPlatform:
             history.append(score)
         return 200, {"resultUrl": f"{line_item_id}/results/{user_id}"}
 
-    def results(self, line_item_id: str, user_id: str | None) -> list[dict]:
-        """The result of each user with an accepted score (AGS 2.0 section 3.3), ``user_id`` only if given."""
+    def results(self, line_item_id: str, user_id: str | None) -> list[dict] | None:
+        """The result of each user with an accepted score (AGS 2.0 section 3.3), ``user_id`` only if given;
+        None when there is no such line item."""
         with self.lock:
-            item = self.line_items[line_item_id]
+            item = self.line_items.get(line_item_id)
+            if item is None:
+                return None
             out = []
             for (item_id, uid), history in self._scores.items():
                 if item_id != line_item_id or not history or (user_id is not None and uid != user_id):
@@ -673,9 +676,9 @@ class _Handler(BaseHTTPRequestHandler):
         refused = self._auth(RESULT_READONLY)
         if refused:
             return refused
-        if line_item_id not in self.lti.line_items:
-            return 404, {"error": "not_found", "error_description": "no such line item"}, None, {}
         results = self.lti.results(line_item_id, query.get("user_id"))
+        if results is None:
+            return 404, {"error": "not_found", "error_description": "no such line item"}, None, {}
         page, headers = self._page(f"{line_item_id}/results", query, results, None)
         return 200, page, RESULTS_TYPE, headers
 

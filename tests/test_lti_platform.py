@@ -319,6 +319,26 @@ def test_scores_are_stored_and_the_results_service_gives_the_latest(platform, to
     assert [r["userId"] for r in one.json()] == ["lti-1"]
 
 
+def test_scores_from_several_threads_are_all_stored(platform, tool, key):
+    service = ags(tool, platform)
+    items = [service.create_lineitem(LineItem().set_label(f"A{n}").set_score_maximum(10)) for n in range(4)]
+    now = datetime.now(UTC)
+
+    def push(item: LineItem) -> None:
+        mine = ags(connector(platform, key[0], key[1]["keys"][0]["kid"]), platform)  # its own session
+        for n, student in enumerate(STUDENTS):
+            mine.put_grade(grade(student["user_id"], n, now), item)
+
+    threads = [threading.Thread(target=push, args=(item,)) for item in items]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert {(i.get_id(), s["user_id"]): len(platform.scores(i.get_id(), s["user_id"])) for i in items
+            for s in STUDENTS} == {(i.get_id(), s["user_id"]): 1 for i in items for s in STUDENTS}
+    assert platform.tokens_issued == 1 + len(items)  # each thread's connector made its own grant
+
+
 def test_a_stale_or_repeated_timestamp_is_refused_and_changes_nothing(platform, tool):
     service = ags(tool, platform)
     item = service.create_lineitem(LineItem().set_label("A1").set_score_maximum(10))
