@@ -14,32 +14,38 @@ The endpoints, and the spec sections they follow:
 - Key set (Security Framework section 6.3 "Key distribution"): ``GET /jwks``, the platform's public keys.
 - Every service call (Security Framework section 4.1; RFC 6750 section 3.1): ``Authorization: Bearer <token>``; a
   missing, unknown or expired token is ``401`` (``WWW-Authenticate: Bearer error="invalid_token"``), a token without
-  the ONE scope the call needs (AGS 2.0 section 3.1 "Scopes", NRPS 2.0 section 2.2) is ``403``
-  (``error="insufficient_scope"``).
-- Line items (AGS 2.0 section 3.2 "Line item service"): ``GET /lineitems`` (scope ``lineitem`` or
-  ``lineitem.readonly``; media type ``application/vnd.ims.lis.v2.lineitemcontainer+json``, a JSON array) with the
-  filters ``resource_id``, ``resource_link_id``, ``tag`` and ``limit`` (section 3.2.4), paged by a ``Link``
-  header with ``rel="next"`` (section 3.2.5); ``POST /lineitems`` (scope ``lineitem``;
-  ``application/vnd.ims.lis.v2.lineitem+json``; ``label`` and ``scoreMaximum`` > 0 required, section 3.2.7 and
-  3.2.8, else ``400``) answers ``201`` with the line item and its ``id``; ``GET``/``PUT``/``DELETE
-  /lineitems/<n>`` (section 3.2.2).
-- Scores (AGS 2.0 section 3.4 "Score publish service"): ``POST /lineitems/<n>/scores`` (scope ``score``; media type
-  ``application/vnd.ims.lis.v1.score+json``, else ``415``) with ``userId``, ``scoreGiven``, ``scoreMaximum``,
-  ``comment``, ``timestamp``, ``activityProgress``, ``gradingProgress`` (section 3.4.2 onward; their vocabularies
-  from section 3.4.6 and 3.4.7; a malformed score is ``400``). A timestamp that is not later than the last one on
-  record for that line item and user is ``409`` and changes nothing (section 3.4.9: "The platform MUST NOT update a
-  result if the last timestamp on record is later than the incoming score update", and "A tool MUST NOT send
-  multiple score updates of the same (line item, user) with the same timestamp"). A user who is not a student of
-  the course is ``422 {"errors": {"type": "unprocessable_entity", "message": "User not found in course or is not a
-  student"}}``, as Canvas answers (canvas-lms app/controllers/lti/ims/scores_controller.rb,
-  ``verify_user_in_context``). Accepted: ``200 {"resultUrl": ...}`` as Canvas answers.
-- Results (AGS 2.0 section 3.3 "Result service"): ``GET /lineitems/<n>/results`` (scope ``result.readonly``; media
-  type ``application/vnd.ims.lis.v2.resultcontainer+json``) with the ``user_id`` filter and ``limit`` paging;
-  ``resultScore`` is ``scoreGiven`` scaled to the line item's ``scoreMaximum`` (section 3.3.5).
-- Memberships (NRPS 2.0 section 2.2 "Membership container media type", 2.4 "Limit query parameter", 2.5 "Role query
-  parameter"): ``GET /memberships`` (scope ``contextmembership.readonly``; media type
-  ``application/vnd.ims.lti-nrps.v2.membershipcontainer+json``) answers ``{"id", "context", "members"}``, paged by
-  ``limit`` (else ``page_size``) and a ``Link`` header with ``rel="next"``.
+  the scope the call needs is ``403`` (``error="insufficient_scope"``). The scopes and the methods each allows: AGS
+  2.0 section 3.2 (``lineitem``: line items GET, POST, PUT, DELETE; ``lineitem.readonly``: GET), 3.3.2
+  (``result.readonly``), 3.4.2 (``score``); NRPS 2.0 "Names and Role Provisioning Service" claim
+  (``contextmembership.readonly``).
+- Line items (AGS 2.0 section 3.2): ``GET /lineitems`` (media type
+  ``application/vnd.ims.lis.v2.lineitemcontainer+json``, section 3.2.1: a JSON array, empty when nothing matches)
+  with the filters ``resource_link_id``, ``resource_id``, ``tag`` and ``limit``, paged by a ``Link`` header with
+  ``rel="next"`` (section 3.2.4); ``POST /lineitems`` (``application/vnd.ims.lis.v2.lineitem+json``, section 3.2.5)
+  answers ``201`` with the line item and its ``id``; ``label`` (section 3.2.7) and ``scoreMaximum`` > 0 (section
+  3.2.8) are required, else ``400``; a ``resourceLinkId`` the course does not hold is ``404`` (section 3.2.9);
+  ``resourceId`` and ``tag`` are kept as sent (section 3.2.5). ``GET``/``PUT``/``DELETE /lineitems/<n>`` (the id,
+  section 3.2.3); a PUT replaces the definition but may not change ``id`` or ``resourceLinkId`` (section 3.2.6:
+  ``400``).
+- Scores (AGS 2.0 section 3.4): ``POST /lineitems/<n>/scores`` (section 3.4.1; media type
+  ``application/vnd.ims.lis.v1.score+json``, section 3.4.3, else ``415``): ``scoreGiven`` 0 or more with
+  ``scoreMaximum`` > 0 (section 3.4.4), ``userId`` (3.4.5), ``activityProgress`` (3.4.7) and ``gradingProgress``
+  (3.4.8) from their vocabularies, ``timestamp`` in ISO 8601 with sub-second precision and a time zone (3.4.9),
+  ``submission`` times likewise (3.4.10), ``comment`` a string (3.4.11); a malformed score is ``400``. A timestamp
+  not later than the last one on record for that line item and user is ``409`` and changes nothing (3.4.9: "The
+  platform MUST NOT update a result if the last timestamp on record is later than the incoming score update", and
+  "A tool MUST NOT send multiple score updates of the same (line item, user) with the same timestamp"). A user who
+  is not an active student of the course is ``422 {"errors": {"type": "unprocessable_entity", "message": "User not
+  found in course or is not a student"}}``, as Canvas answers (canvas-lms app/controllers/lti/ims/
+  scores_controller.rb, ``verify_user_in_context``). Accepted: ``200 {"resultUrl": ...}``, as Canvas answers.
+- Results (AGS 2.0 section 3.3): ``GET /lineitems/<n>/results`` (section 3.3.1; media type
+  ``application/vnd.ims.lis.v2.resultcontainer+json``, 3.3.4) with the ``user_id`` and ``limit`` filters (3.3.6);
+  a result per user with a score on record, ``resultScore`` being ``scoreGiven`` re-scaled to the line item's
+  ``scoreMaximum`` (3.4.4), ``comment`` the latest score's (3.4.11).
+- Memberships (NRPS 2.0, "Membership container media type", "Limit query parameter", "Role query parameter"): ``GET
+  /memberships`` (media type ``application/vnd.ims.lti-nrps.v2.membershipcontainer+json``) answers ``{"id",
+  "context", "members"}``, each member with ``user_id``, ``roles`` and ``status`` at least, paged by ``limit``
+  (else ``page_size``) and a ``Link`` header with ``rel="next"``; ``role`` filters by a full or short role name.
 
 Built on lti1p3platform 0.1.8 (``LTI1P3PlatformConfAbstract``, ``Registration``): its key set lookup by ``kid``
 (from a JWKS dict or a JWKS URL), its token signing and verification. Where it falls short it is wrapped, each place
@@ -58,6 +64,7 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -74,14 +81,14 @@ from lti1p3platform.registration import Registration
 from lti1p3platform.score import ActivityProgress, GradeProgress
 from lti1p3platform.utils import dataclass_to_dict
 
-# The scopes (AGS 2.0 section 3.1, NRPS 2.0 section 2.2)
+# The scopes (AGS 2.0 sections 3.2, 3.3.2, 3.4.2; NRPS 2.0)
 LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 LINEITEM_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
 RESULT_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
 SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 MEMBERSHIPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 
-# The media types (AGS 2.0 sections 3.2.2, 3.2.5, 3.3.3, 3.4.1; NRPS 2.0 section 2.2)
+# The media types (AGS 2.0 sections 3.2.1, 3.3.4, 3.4.3; NRPS 2.0 "Membership container media type")
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
@@ -94,6 +101,7 @@ NOT_A_STUDENT = {"errors": {"type": "unprocessable_entity",
                             "message": "User not found in course or is not a student"}}  # Canvas's answer
 # ISO 8601 with a time zone designator (AGS 2.0 section 3.4.9: sub-second precision and a zone are required)
 TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+(Z|[+-]\d\d(:?\d\d)?)$")
+DATETIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d(:?\d\d)?)$")  # sections 3.2.12-13
 
 
 def tool_key() -> tuple[str, dict]:
@@ -174,13 +182,14 @@ class LocalPlatform:
 
     def __init__(self, tool_jwks: dict | str, *, client_id: str = "transformer-course", deployment_id: str = "1",
                  members: list[dict] = (), token_lifetime_s: float = 3600.0, page_size: int = 50,
-                 audience: str | None = None):
+                 audience: str | None = None, resource_link_ids: Iterable[str] = ()):
         self.tool_jwks = tool_jwks
         self.client_id = client_id
         self.deployment_id = deployment_id
         self.token_lifetime_s = token_lifetime_s
         self.page_size = page_size
         self.audience = audience
+        self.resource_link_ids = set(resource_link_ids)  # the course's resource links (AGS 2.0 section 3.2.9)
         self.context = Context(id="transformer-course-2026", label="TRANSFORMER", title="Building the Transformer")
         self.lock = threading.RLock()
         self.members: dict[str, dict] = {}
@@ -230,11 +239,12 @@ class LocalPlatform:
     # What the tests read and do ----------------------------------------------------------------------
 
     def add_member(self, member: dict) -> None:
-        """Enrol ``member`` (NRPS 2.0 section 2.2: ``user_id`` and ``roles`` required; ``status`` defaults to
+        """Enrol ``member`` (NRPS 2.0 membership container: ``user_id`` and ``roles`` required; ``status`` defaults to
         Active). Raises ``ValueError`` when ``user_id`` or ``roles`` is missing."""
         for required in ("user_id", "roles"):
             if required not in member:
-                raise ValueError(f"a member needs {required!r} (NRPS 2.0 section 2.2), got keys {sorted(member)}")
+                raise ValueError(f"a member needs {required!r} (NRPS 2.0 membership container), "
+                                 f"got keys {sorted(member)}")
         with self.lock:
             self.members[str(member["user_id"])] = {"status": Status.ACTIVE.value, **member}
 
@@ -360,9 +370,11 @@ class LocalPlatform:
     # AGS 2.0 ----------------------------------------------------------------------------------------------
 
     def create_line_item(self, body: dict) -> dict:
-        """Store a new line item (AGS 2.0 section 3.2.7, 3.2.8: ``label`` and ``scoreMaximum`` > 0 required).
-        Raises ``ValueError`` for a malformed one."""
+        """Store a new line item (AGS 2.0 section 3.2.5). Raises ``ValueError`` for a malformed one (sections 3.2.7,
+        3.2.8) and ``LookupError`` for a ``resourceLinkId`` the course does not hold (section 3.2.9)."""
         item = _line_item_fields(body)
+        if "resourceLinkId" in item and item["resourceLinkId"] not in self.resource_link_ids:
+            raise LookupError("no such resource link in this course (AGS 2.0 section 3.2.9)")
         with self.lock:
             item = {"id": f"{self.lineitems_url}/{next(self._ids)}", **item}
             self.line_items[item["id"]] = item
@@ -404,7 +416,7 @@ class LocalPlatform:
                 score = history[-1]
                 result = {"id": f"{line_item_id}/results/{uid}", "scoreOf": line_item_id, "userId": uid,
                           "resultMaximum": item["scoreMaximum"]}
-                if score.get("scoreGiven") is not None:  # section 3.3.5: scaled to the line item's maximum
+                if score.get("scoreGiven") is not None:  # section 3.4.4: re-scaled to the line item's maximum
                     result["resultScore"] = score["scoreGiven"] * item["scoreMaximum"] / score["scoreMaximum"]
                 if score.get("comment") is not None:
                     result["comment"] = score["comment"]
@@ -413,20 +425,23 @@ class LocalPlatform:
 
 
 def _line_item_fields(body: object) -> dict:
-    """The fields of a line item (AGS 2.0 section 3.2.8 onward). Raises ValueError naming the bad field."""
+    """The fields of a line item (AGS 2.0 sections 3.2.7 to 3.2.14). Raises ValueError naming the bad field."""
     if not isinstance(body, dict):
         raise ValueError("a line item is a JSON object")
     label, maximum = body.get("label"), body.get("scoreMaximum")
     if not isinstance(label, str) or not label.strip():
-        raise ValueError("label is required, a non-empty string (AGS 2.0 section 3.2.8)")
+        raise ValueError("label is required, a non-empty string (AGS 2.0 section 3.2.7)")
     if isinstance(maximum, bool) or not isinstance(maximum, int | float) or maximum <= 0:
-        raise ValueError("scoreMaximum is required, a number greater than 0 (AGS 2.0 section 3.2.7)")
+        raise ValueError("scoreMaximum is required, a number greater than 0 (AGS 2.0 section 3.2.8)")
     item = {"label": label, "scoreMaximum": maximum}
     for key in ("resourceId", "tag", "resourceLinkId", "startDateTime", "endDateTime"):
         if body.get(key) is not None:
             if not isinstance(body[key], str):
                 raise ValueError(f"{key} must be a string")
             item[key] = body[key]
+    for key in ("startDateTime", "endDateTime"):  # sections 3.2.12, 3.2.13: ISO 8601 with a time zone
+        if key in item and not DATETIME.match(item[key]):
+            raise ValueError(f"{key} must be ISO 8601 with a time zone designator (AGS 2.0 section 3.2.12)")
     if "gradesReleased" in body:
         item["gradesReleased"] = bool(body["gradesReleased"])
     return item
@@ -437,7 +452,7 @@ def _score_fields(body: object) -> dict:
     if not isinstance(body, dict):
         raise ValueError("a score is a JSON object")
     if body.get("userId") in (None, ""):
-        raise ValueError("userId is required (AGS 2.0 section 3.4.2)")
+        raise ValueError("userId is required (AGS 2.0 section 3.4.5)")
     timestamp = body.get("timestamp")
     if not isinstance(timestamp, str) or not TIMESTAMP.match(timestamp):
         raise ValueError("timestamp is required, ISO 8601 with sub-second precision and a time zone "
@@ -450,12 +465,21 @@ def _score_fields(body: object) -> dict:
     given, maximum = body.get("scoreGiven"), body.get("scoreMaximum")
     if given is not None:
         if isinstance(given, bool) or not isinstance(given, int | float) or given < 0:
-            raise ValueError("scoreGiven must be a number, 0 or more (AGS 2.0 section 3.4.3)")
+            raise ValueError("scoreGiven must be a number, 0 or more (AGS 2.0 section 3.4.4)")
         if isinstance(maximum, bool) or not isinstance(maximum, int | float) or maximum <= 0:
             raise ValueError("scoreMaximum is required with scoreGiven, a number greater than 0 "
                              "(AGS 2.0 section 3.4.4)")
+    submission = body.get("submission")
+    if submission is not None:  # section 3.4.10: the same format as the timestamp
+        if not isinstance(submission, dict):
+            raise ValueError("submission must be a JSON object (AGS 2.0 section 3.4.10)")
+        for key in ("startedAt", "submittedAt"):
+            if submission.get(key) is not None and not (isinstance(submission[key], str)
+                                                        and TIMESTAMP.match(submission[key])):
+                raise ValueError(f"submission.{key} must be ISO 8601 with sub-second precision and a time zone "
+                                 "(AGS 2.0 section 3.4.10)")
     if body.get("comment") is not None and not isinstance(body["comment"], str):
-        raise ValueError("comment must be a string (AGS 2.0 section 3.4.10)")
+        raise ValueError("comment must be a string (AGS 2.0 section 3.4.11)")
     return {**body, "userId": str(body["userId"])}
 
 
@@ -553,7 +577,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _page(self, url: str, query: dict[str, str], items: list, default: int | None) -> tuple[list, dict]:
         """One page of ``items`` by ``limit`` (else ``default``) and ``page``, with RFC 8288 ``Link`` headers
-        (AGS 2.0 section 3.2.5, NRPS 2.0 section 2.4)."""
+        (AGS 2.0 sections 3.2.4 and 3.3.6, NRPS 2.0 "Limit query parameter")."""
         limit = int(query["limit"]) if query.get("limit", "").isdigit() and int(query["limit"]) > 0 else default
         if limit is None:
             return items, {}
@@ -600,7 +624,7 @@ class _Handler(BaseHTTPRequestHandler):
         return 404, {"error": "not_found"}, None, {}
 
     def _memberships(self, query: dict[str, str]):
-        """NRPS 2.0 section 2.2: the context and its members, ``role`` filtered (section 2.5), paged."""
+        """NRPS 2.0: the context and its members, ``role`` filtered ("Role query parameter"), paged."""
         refused = self._auth(MEMBERSHIPS)
         if refused:
             return refused
@@ -638,11 +662,14 @@ class _Handler(BaseHTTPRequestHandler):
                 item = lti.create_line_item(self._json(body))
             except ValueError as error:
                 return 400, {"error": "invalid_request", "error_description": str(error)}, None, {}
+            except LookupError as error:
+                return 404, {"error": "not_found", "error_description": str(error)}, None, {}
             return 201, item, LINEITEM_TYPE, {"Location": item["id"]}
         return 405, {"error": "method_not_allowed"}, None, {}
 
     def _line_item(self, method: str, line_item_id: str, body: bytes):
-        """AGS 2.0 section 3.2.2: one line item, GET, PUT (replace; ``id`` kept) and DELETE."""
+        """AGS 2.0 section 3.2.3: one line item, GET, PUT (section 3.2.6: replace; ``id`` and ``resourceLinkId``
+        kept) and DELETE."""
         lti = self.lti
         refused = self._auth(LINEITEM, LINEITEM_READONLY) if method == "GET" else self._auth(LINEITEM)
         if refused:
@@ -656,10 +683,16 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "DELETE":
                 del lti.line_items[line_item_id]
                 return 204, None, None, {}
+            sent = self._json(body)
             try:
-                fields = _line_item_fields(self._json(body))
+                fields = _line_item_fields(sent)
+                for key, kept in (("id", line_item_id), ("resourceLinkId", item.get("resourceLinkId"))):
+                    if key in sent and sent[key] != kept:  # section 3.2.6: a tool MUST NOT change them
+                        raise ValueError(f"{key} may not change (AGS 2.0 section 3.2.6)")
             except ValueError as error:
                 return 400, {"error": "invalid_request", "error_description": str(error)}, None, {}
+            if "resourceLinkId" in item:
+                fields["resourceLinkId"] = item["resourceLinkId"]
             lti.line_items[line_item_id] = updated = {"id": line_item_id, **fields}
             return 200, dict(updated), LINEITEM_TYPE, {}
 
@@ -667,7 +700,7 @@ class _Handler(BaseHTTPRequestHandler):
         refused = self._auth(SCORE)
         if refused:
             return refused
-        if self._media() != SCORE_TYPE:  # AGS 2.0 section 3.4.1
+        if self._media() != SCORE_TYPE:  # AGS 2.0 section 3.4.3
             return 415, {"error": "unsupported_media_type", "error_description": f"expected {SCORE_TYPE}"}, None, {}
         status, answer = self.lti.post_score(line_item_id, self._json(body))
         return status, answer, None, {}

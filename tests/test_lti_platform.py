@@ -289,6 +289,31 @@ def test_line_items_page_by_limit_with_a_link_header(platform, tool):
     assert [item["id"] for item in service.get_lineitems()] == ids  # no limit: one page
 
 
+def test_a_line_item_is_read_replaced_and_deleted_and_bound_only_to_a_resource_link_of_the_course(key):
+    with LocalPlatform(key[1], resource_link_ids=["link-7"]) as platform:
+        token = connector(platform, key[0], key[1]["keys"][0]["kid"]).get_access_token([LINEITEM])
+        auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/vnd.ims.lis.v2.lineitem+json"}
+
+        def call(method: str, url: str, body: dict | None = None) -> requests.Response:
+            return requests.request(method, url, data=None if body is None else json.dumps(body), headers=auth,
+                                    timeout=10)
+
+        unknown = call("POST", platform.lineitems_url, {"label": "A", "scoreMaximum": 5, "resourceLinkId": "x"})
+        assert unknown.status_code == 404  # AGS 3.2.9
+        item = call("POST", platform.lineitems_url, {"label": "A", "scoreMaximum": 5, "resourceLinkId": "link-7"})
+        assert item.status_code == 201 and item.headers["Location"] == item.json()["id"]
+        url = item.json()["id"]
+        found = call("GET", platform.lineitems_url + "?resource_link_id=link-7").json()
+        assert [i["id"] for i in found] == [url]
+        assert call("GET", platform.lineitems_url + "?resource_link_id=link-8").json() == []  # AGS 3.2.4
+        replaced = call("PUT", url, {"label": "A, revised", "scoreMaximum": 6})
+        assert replaced.json() == {"id": url, "label": "A, revised", "scoreMaximum": 6, "resourceLinkId": "link-7"}
+        assert call("PUT", url, {"label": "B", "scoreMaximum": 6, "resourceLinkId": "link-9"}).status_code == 400
+        assert call("GET", url).json()["label"] == "A, revised"
+        assert call("DELETE", url).status_code == 204
+        assert call("GET", url).status_code == 404 and platform.line_items == {}
+
+
 @pytest.mark.parametrize("body", [{"scoreMaximum": 10}, {"label": "A1"}, {"label": "A1", "scoreMaximum": 0},
                                   {"label": "", "scoreMaximum": 5}])
 def test_a_line_item_without_label_or_maximum_is_400(platform, tool, body):
