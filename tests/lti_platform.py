@@ -238,6 +238,18 @@ class LocalPlatform:
 
     # What the tests read and do ----------------------------------------------------------------------
 
+    def trust(self, tool_jwks: dict | str) -> None:
+        """Register the tool's key set (a JWKS dict or its URL) after the platform started: the tool's
+        registration needs the platform's addresses first, as an LMS administrator registers a key made for
+        that LMS."""
+        with self.lock:
+            self.tool_jwks = tool_jwks
+            registration = self.conf.get_registration()
+            if isinstance(tool_jwks, str):
+                registration.set_tool_key_set_url(tool_jwks)
+            else:
+                registration.set_tool_key_set(tool_jwks)
+
     def add_member(self, member: dict) -> None:
         """Enrol ``member`` (NRPS 2.0 membership container: ``user_id`` and ``roles`` required; ``status`` defaults to
         Active). Raises ``ValueError`` when ``user_id`` or ``roles`` is missing."""

@@ -233,9 +233,19 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
     assert sum(1 for r in platform.requests if r[0] == "POST" and "/scores" in r[1]) == 3
     assert sum(1 for r in platform.requests if r[0] == "POST") - posts <= 1  # a token at most
 
+    # A student who joined late: in the LMS and in the class; only that score is new.
+    platform.add_member(member("u-gus", "Gus Grey", "gus@school.edu"))
+    results(out, [("ada", 11.0, 0.0, None), ("ben", 8.0, 1.0, 3.0), ("cho", 5.0, 0.0, 2.0), ("zed", 9.0, 0.0, 4.0),
+                  ("fay", 7.0, 0.0, 1.0, "excused"), ("gus", 10.0, 0.0, 4.0)])
+    assert cli("roster", folder, out) == 0
+    assert cli("push", folder, out, "--assignment", "01", "--feedback-url",
+               "https://course.example.edu/fb/{student_id}/{assignment}.html") == 0
+    assert "1 to send, 3 already sent, 1 unmatched, 1 held back" in capsys.readouterr().out
+    assert platform.result(item["id"], "u-gus")["scoreGiven"] == 14.0
+
     # ada's answers in words graded in formgrader (4 of 4), the token expired meanwhile, a 429 on the way.
     results(out, [("ada", 11.0, 0.0, 4.0), ("ben", 8.0, 1.0, 3.0), ("cho", 5.0, 0.0, 2.0), ("zed", 9.0, 0.0, 4.0),
-                  ("fay", 7.0, 0.0, 1.0, "excused")])
+                  ("fay", 7.0, 0.0, 1.0, "excused"), ("gus", 10.0, 0.0, 4.0)])
     platform.expire_tokens()
     platform.fail_next(429, retry_after=0.1, path_contains="/scores")
     assert cli("push", folder, out, "--assignment", "01", "--feedback-url",
@@ -244,10 +254,16 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
         (11.0, "PendingManual"), (15.0, "FullyGraded")]
     assert len(platform.scores(item["id"], "u-ben")) == 1 and len(platform.line_items) == 1
     log = (out / lti.LOG).read_text()
-    assert log.count('"status": 200') == 4 and "BEGIN" not in log and "Bearer" not in log
+    assert log.count('"status": 200') == 5 and "BEGIN" not in log and "Bearer" not in log
+    assert platform.tokens_issued >= 2  # the expired token was renewed
 
 
 def test_a_push_stopped_half_way_resumes_without_sending_twice(lms, monkeypatch, capsys):
+    """Ctrl-C (SIGINT to the process) while the second score is on its way: what the platform accepted is in
+    the log, and the push run again sends only the rest."""
+    import re
+    import signal
+
     platform, folder, out = lms
     assert cli("roster", folder, out) == 0
     from pylti1p3.assignments_grades import AssignmentsGradesService
@@ -257,7 +273,7 @@ def test_a_push_stopped_half_way_resumes_without_sending_twice(lms, monkeypatch,
     def interrupted(self, grade, lineitem=None):
         calls.append(grade)
         if len(calls) == 2:
-            raise KeyboardInterrupt  # Ctrl-C while the second score is on its way
+            os.kill(os.getpid(), signal.SIGINT)  # the main thread gets KeyboardInterrupt; this send goes on
         return real(self, grade, lineitem)
 
     monkeypatch.setattr(AssignmentsGradesService, "put_grade", interrupted)
@@ -265,10 +281,14 @@ def test_a_push_stopped_half_way_resumes_without_sending_twice(lms, monkeypatch,
         cli("push", folder, out, "--assignment", "01", "--parallel", "1")
     monkeypatch.setattr(AssignmentsGradesService, "put_grade", real)
     item = platform.line_item(resource_id=A)
-    assert sum(len(platform.scores(item["id"], u)) for u in ("u-ada", "u-ben", "u-cho")) == 1
+    users = ("u-ada", "u-ben", "u-cho")
+    accepted = sum(len(platform.scores(item["id"], u)) for u in users)
+    assert 1 <= accepted < 3 and (out / lti.LOG).read_text().count('"status": 200') == accepted
+    capsys.readouterr()
     assert cli("push", folder, out, "--assignment", "01") == 0
-    assert "2 to send, 1 already sent" in capsys.readouterr().out
-    assert [len(platform.scores(item["id"], u)) for u in ("u-ada", "u-ben", "u-cho")] == [1, 1, 1]
+    said = capsys.readouterr().out
+    assert re.search(rf"{3 - accepted} to send, {accepted} already sent", said), said
+    assert [len(platform.scores(item["id"], u)) for u in users] == [1, 1, 1]  # no one twice
 
 
 def test_a_refused_score_is_one_line_and_a_refused_scope_stops_the_push(lms, capsys):
@@ -292,6 +312,7 @@ def test_a_refused_score_is_one_line_and_a_refused_scope_stops_the_push(lms, cap
     assert cli("push", folder, out, "--assignment", "01") == 1
     err = capsys.readouterr().err
     assert f"the LMS did not grant {lti.SCOPE_SCORE}" in err and err.count("\n") == 1
+    assert lti.SCOPE_MEMBERS not in err  # only what this call asked for
     assert len(platform.scores(item["id"], "u-ada")) == 1
 
 

@@ -302,11 +302,12 @@ def connector(tool: Tool):
                 body = response.request.body or ""
                 asked = parse_qs(body if isinstance(body, str) else body.decode()).get("scope", [""])[0].split()
                 try:
-                    answer = response.json() if response.ok else {}
+                    answer = response.json()
                 except ValueError:
                     answer = {}
-                self.granted = set(str(answer["scope"]).split()) if "scope" in answer else (
-                    set(asked) if response.ok else set())
+                answer = answer if isinstance(answer, dict) else {}
+                self.granted = set() if not response.ok else (
+                    set(str(answer["scope"]).split()) if "scope" in answer else set(asked))
                 self.refusal = "" if response.ok else str(answer.get("error") or response.status_code)
             return response
 
