@@ -198,7 +198,7 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
     assert capsys.readouterr().out.count("granted:") == len(lti.SCOPES)
     assert cli("roster", folder, out) == 0
     said = capsys.readouterr().out
-    assert "4 of 5 students matched to the LMS's 5 learners; 1 learners with no hand-in" in said
+    assert "4 of 5 students matched to the LMS's 5 learners; 1 learner with no hand-in" in said
     assert "zed: UNMATCHED" in said
     roster = {r["student_id"]: r for r in lti.read_roster(folder).values()}
     assert roster["ada"]["matched_by"] == "sis id" and roster["ben"]["matched_by"] == "login"
@@ -213,6 +213,12 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
                "https://course.example.edu/fb/{student_id}/{assignment}.html") == 0
     said = capsys.readouterr().out
     assert "zed            NOT SENT: not matched" in said and "fay            held back: excused" in said
+    # docs/lti.md shows this class's push: its student lines are this run's (paths aside)
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[1] / "docs" / "lti.md").read_text()
+    shown = [ln.strip() for ln in said.splitlines() if ln.startswith(("  ada", "  ben", "  cho", "  fay", "01_"))]
+    assert len(shown) == 5 and all(ln in guide for ln in shown), shown
     item = platform.line_item(resource_id=A)
     assert item["scoreMaximum"] == 15.0 and item["label"] == A and item["tag"] == lti.TAG
     ada = platform.result(item["id"], "u-ada")

@@ -574,7 +574,8 @@ def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None =
     gone = len(everyone) - len(people)
     say(f"{tool.folder / ROSTER}: {matched} of {len(rows)} students matched to the LMS's {len(people)} learners"
         + (f" ({gone} more not active: matched to no one)" if gone else "")
-        + (f"; {len(extra)} learners with no hand-in (all in {tool.folder / LEARNERS})" if extra else "")
+        + (f"; {len(extra)} learner{'s' * (len(extra) != 1)} with no hand-in (all in {tool.folder / LEARNERS})"
+           if extra else "")
         + (f"; {len(added)} names from the LMS added to {out / names_of.KEPT} (for `report`)" if added else ""))
     for line in said:
         say(line)
