@@ -384,3 +384,27 @@ def test_done_when_a_graded_class_reaches_the_lms_with_its_extension_its_words_a
         assert "late penalty" not in last["1001"][3]  # the extension: on time
         assert len(platform.scores(item["id"], "1001")) == 2 and len(platform.line_items) == 1
         assert not any("eun" in json.dumps(s) for u in ("1001", "1002") for s in platform.scores(item["id"], u))
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=80),
+                     st.sampled_from(['=HYPERLINK("http://x","y")', "+SUM(A1:A9)", "-2+3", "@cmd", "\u202eevil",
+                                      "a\x1bb\r\n=1"])),
+       email=st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=30),
+                       st.sampled_from(["=1+1@x.edu", "+a@x.edu"])))
+def test_what_the_lms_says_of_a_member_reaches_the_roster_as_text(tmp_path_factory, name, email):
+    """A name or email the LMS sends (typed by whoever enrolled) is written to roster.csv and lms-learners.csv
+    as text: no formula a spreadsheet would run, no control or bidirectional character, the ids intact."""
+    import csv
+
+    folder = tmp_path_factory.mktemp("lti")
+    rows, _ = lti.match({"ada": {}}, [member("ada", name, email)], {})
+    lti.atomic_write(folder / lti.ROSTER, lti.csv_text([lti.ROSTER_HEADER,
+                                                        *[[r[k] for k in lti.ROSTER_HEADER] for r in rows]]))
+    with open(folder / lti.ROSTER, newline="") as f:
+        [back] = list(csv.DictReader(f))  # as a spreadsheet reads it
+    assert back["student_id"] == "ada" and back["lms_user_id"] == "ada"
+    assert lti.read_roster(folder)["ada"]["email"] == email.strip()  # and back exactly, for the tool
+    for cell in (back["name"], back["email"]):
+        assert not cell.startswith(("=", "+", "-", "@")), cell
+    assert not any(c in back["name"] for c in "\u202e\u2066\x00\x1b\r")

@@ -839,3 +839,8 @@ def run(args: argparse.Namespace) -> int:
     except (LtiError, CollectError, FileNotFoundError, ValueError) as exc:
         print(f"transformer-course lti {args.lti_command}: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a full disk or a folder not writable: the log or the roster could not be kept
+        print(f"transformer-course lti {args.lti_command}: error: cannot write {exc.filename or 'a file'} "
+              f"({exc.strerror or exc}); a score the LMS accepted but not logged is sent again, the same, next "
+              "time", file=sys.stderr)
+        return 1
