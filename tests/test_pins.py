@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # distribution -> the module it provides, where the names differ
-MODULES = {"jupyter-book": "jupyter_book", "ipykernel": "ipykernel", "pytest": "pytest"}
+MODULES = {"jupyter-book": "jupyter_book", "ipykernel": "ipykernel", "pytest": "pytest", "pylti1p3next": "pylti1p3",
+           "PyJWT": "jwt"}
 
 
 @pytest.mark.skipif(os.environ.get("SKIP_PIN_INSTALL") == "1", reason="SKIP_PIN_INSTALL=1")
