@@ -319,6 +319,10 @@ def test_a_refused_score_is_one_line_and_a_refused_scope_stops_the_push(lms, cap
     err = capsys.readouterr().err
     assert f"the LMS did not grant {lti.SCOPE_SCORE}" in err and err.count("\n") == 1
     assert lti.SCOPE_MEMBERS not in err  # only what this call asked for
+    platform.refuse_scope(lti.SCOPE_LINEITEM)  # now no scope the push asks for: the token itself is refused
+    platform.expire_tokens()
+    assert cli("push", folder, out, "--assignment", "01") == 1
+    assert "the LMS grants none of the scopes asked for" in capsys.readouterr().err
     assert len(platform.scores(item["id"], "u-ada")) == 1
 
 

@@ -341,7 +341,8 @@ def _answer(exc: BaseException) -> tuple[int, str]:
         return 0, " ".join(str(exc).split())[:200]
     try:
         body = response.json()
-        words = body.get("error_description") or body.get("error") or body.get("message") or json.dumps(body)
+        words = (body.get("error_description") or body.get("error") or body.get("message") or json.dumps(body)
+                 ) if isinstance(body, dict) else json.dumps(body)
     except ValueError:
         words = response.text
     return response.status_code, " ".join(str(words).split())[:200]
@@ -364,6 +365,9 @@ def call(conn, fn, what: str, asked: list[str] | tuple[str, ...] = ()):
         raise
     except LtiServiceException as exc:
         status, words = _answer(exc)
+        if "access token" in str(exc) and getattr(conn, "refusal", "") == "invalid_scope":
+            raise LtiError(f"the LMS grants none of the scopes asked for {what} ({', '.join(asked) or 'these'}): "
+                           "enable them in the tool's registration (docs/lti-admin.md)") from None
         if "access token" in str(exc):
             raise LtiError(f"the LMS refused the tool's access token request ({status}: {words}): check "
                            "client_id, token_url and that the LMS holds this tool's public key "
