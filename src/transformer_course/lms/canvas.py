@@ -52,13 +52,9 @@ PARALLEL = 4
 TRIES = 8  # a throttled request is sent this many times in all (about 30 s of waiting) before giving up
 
 
-class CanvasError(Exception):
+class CanvasError(push.LmsError):
     """Canvas could not be used: the message says why in one line, without the token. ``whole_run``: no
     other student would fare better (a refused token), so a push stops."""
-
-    def __init__(self, message: str, whole_run: bool = True):
-        super().__init__(message)
-        self.whole_run = whole_run
 
 
 @dataclass(frozen=True)

@@ -79,13 +79,8 @@ RETRIES = 6  # a throttled (429) or failing (5xx) request is sent again this man
 LONGEST_WAIT = 60.0  # seconds: a Retry-After asking for more stops the push (run it again later)
 
 
-class LtiError(Exception):
-    """The LMS could not be used, in one line without any secret. ``whole_run``: no other student would fare
-    better (a refused token or scope), so a push stops."""
-
-    def __init__(self, message: str, whole_run: bool = True):
-        super().__init__(message)
-        self.whole_run = whole_run
+class LtiError(push.LmsError):
+    """The LMS could not be used through LTI, in one line without any secret (see :class:`push.LmsError`)."""
 
 
 # The tool's configuration ---------------------------------------------------------------------------------

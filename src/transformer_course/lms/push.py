@@ -28,6 +28,15 @@ NOT_SENT = {GRADER_ERROR: "the grader failed on this notebook (not the student's
 AWAITING = "awaiting"  # results.json's manual_status while formgrader still has answers in words to grade
 
 
+class LmsError(Exception):
+    """An LMS could not be used, in one line without any secret. ``whole_run``: no other student would fare
+    better (a refused token or scope), so a push stops; otherwise it is this one student's or item's."""
+
+    def __init__(self, message: str, whole_run: bool = True):
+        super().__init__(message)
+        self.whole_run = whole_run
+
+
 @dataclass(frozen=True)
 class Outgoing:
     """What one student's row of ``results.json`` sends: the grade in points, the comment, the page."""
