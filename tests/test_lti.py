@@ -47,7 +47,9 @@ def test_init_makes_a_private_key_its_key_set_and_the_registration_documents(tmp
                                                                               r"is the tool's client id"),
     (lambda t: t.replace("https://school.instructure.com/login", "http://school.instructure.com/login"),
      r"token_url must be an https:// address"),
-    (lambda t: t.replace("[course]", "[courses]"), r"\[course\] lineitems_url is empty"),
+    (lambda t: t.replace("[course]", "[courses]"), r"unknown section \[courses\]; expected \[platform\], \[course\]"),
+    (lambda t: t.replace("client_id =", "client-id ="), r"\[platform\] has no field client-id; its fields are "),
+    (lambda t: t.replace('"https://canvas.instructure.com"', '"canvas.instructure.com"'), r"issuer must be an https"),
     (lambda t: t + "\n[[", r"not TOML"),
 ])
 def test_a_wrong_field_is_named_with_what_it_should_hold(tmp_path, edit, message):
@@ -198,7 +200,7 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
     assert capsys.readouterr().out.count("granted:") == len(lti.SCOPES)
     assert cli("roster", folder, out) == 0
     said = capsys.readouterr().out
-    assert "4 of 5 students matched to the LMS's 5 learners; 1 learner with no hand-in" in said
+    assert "4 of 5 students matched to the LMS's 5 learners; 1 learner matched to no student" in said
     assert "zed: UNMATCHED" in said
     roster = {r["student_id"]: r for r in lti.read_roster(folder).values()}
     assert roster["ada"]["matched_by"] == "sis id" and roster["ben"]["matched_by"] == "login"
@@ -412,3 +414,17 @@ def test_what_the_lms_says_of_a_member_reaches_the_roster_as_text(tmp_path_facto
     for cell in (back["name"], back["email"]):
         assert not cell.startswith(("=", "+", "-", "@")), cell
     assert not any(c in back["name"] for c in "\u202e\u2066\x00\x1b\r")
+
+
+def test_names_from_the_lms_keep_the_roster_files_other_columns_and_a_hand_row_survives_its_spelling(tmp_path):
+    from transformer_course.grading.spreadsheet import read_rows
+
+    path = tmp_path / "roster.csv"
+    path.write_text("student_id,name,email\nada,,ada@school.edu\nben,Ben O,ben@school.edu\n")
+    lti._add_names(path, {"ada": "Ada Lovelace", "ben": "Someone Else", "cho": "Cho Kim"})
+    assert read_rows(path) == [{"student_id": "ada", "name": "Ada Lovelace", "email": "ada@school.edu"},
+                               {"student_id": "ben", "name": "Ben O", "email": "ben@school.edu"},  # kept
+                               {"student_id": "cho", "name": "Cho Kim", "email": ""}]
+    for spelt in ("By hand", "by-hand", " BY_HAND "):
+        rows, _ = lti.match({"hal": {}}, [member("u9")], {"hal": {"lms_user_id": "u9", "matched_by": spelt}})
+        assert (rows[0]["lms_user_id"], rows[0]["matched_by"]) == ("u9", lti.BY_HAND), spelt

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 
 from transformer_course.grading.atomic import atomic_write
 from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.instructors.roster import STUDENTS_CSV
 from transformer_course.lms import push
 
 SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
@@ -128,6 +129,15 @@ def load(folder: Path) -> Tool:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise LtiError(f"{path}: not TOML ({exc})") from None
+    known = {section: {*fields, *(("audience",) if section == "platform" else ())}
+             for section, fields in FIELDS.items()}
+    for section, table in data.items():  # a misspelt key would otherwise read as an empty field
+        if section not in known:
+            raise LtiError(f"{path}: unknown section [{section}]; expected {', '.join(f'[{k}]' for k in known)}")
+        unknown = sorted(set(table) - known[section]) if isinstance(table, dict) else []
+        if unknown:
+            raise LtiError(f"{path}: [{section}] has no field {', '.join(unknown)}; its fields are "
+                           f"{', '.join(sorted(known[section]))}")
     values: dict[str, str] = {}
     for section, fields in FIELDS.items():
         for name, what in fields.items():
@@ -135,7 +145,7 @@ def load(folder: Path) -> Tool:
             if not isinstance(value, str) or not value.strip():
                 raise LtiError(f"{path}: [{section}] {name} is empty: it is {what} (docs/lti-admin.md)")
             values[name] = value.strip()
-            if name.endswith("_url"):
+            if name.endswith("_url") or name == "issuer":  # LTI 1.3 core 5.1.2: the issuer is an https URL
                 _url(values[name], f"{path}: [{section}] {name}")
     audience = str(data.get("platform", {}).get("audience", "") or "").strip()
     key_path = folder / KEY
@@ -365,8 +375,8 @@ def call(conn, fn, what: str, asked: list[str] | tuple[str, ...] = ()):
                            "enable them in the tool's registration (docs/lti-admin.md)") from None
         if "access token" in str(exc):
             raise LtiError(f"the LMS refused the tool's access token request ({status}: {words}): check "
-                           "client_id, token_url and that the LMS holds this tool's public key "
-                           "(`lti check --online`)") from None
+                           "tool.toml's client_id and token_url, and that the LMS holds this tool's public key "
+                           "(jwks.json; docs/lti-admin.md)") from None
         if status == 403:
             missing = [s for s in asked if s not in conn.granted]
             why = (f"; the LMS did not grant {', '.join(missing)}: enable it in the tool's registration "
@@ -386,20 +396,32 @@ def call(conn, fn, what: str, asked: list[str] | tuple[str, ...] = ()):
         raise LtiError(f"cannot reach the LMS ({what}): {type(exc).__name__}") from None
 
 
+class _Refused(Exception):
+    """The token endpoint refused one scope's request (check_online reads why)."""
+
+
+def _raw_token(conn, scope: str) -> str:
+    from pylti1p3.exception import LtiServiceException
+
+    try:
+        return conn.get_access_token([scope])
+    except LtiServiceException:
+        raise _Refused from None
+
+
 def check_online(tool: Tool) -> list[str]:
     """A token asked for each scope of :data:`SCOPES` on its own: the lines say which the LMS grants.
 
     Raises:
         LtiError: the token request itself is refused.
     """
-    from pylti1p3.exception import LtiServiceException
 
     lines = []
     for scope, why in SCOPES.items():
         conn = connector(tool)
         try:
-            conn.get_access_token([scope])
-        except LtiServiceException:
+            call(conn, lambda c=conn, s=scope: _raw_token(c, s), f"a token (token_url {tool.token_url})")
+        except _Refused:
             # invalid_scope (RFC 6749 5.2): this scope refused; any other refusal is the tool's registration
             if conn.refusal != "invalid_scope":
                 call(conn, lambda c=conn, s=scope: c.get_access_token([s]), "an access token")
@@ -417,7 +439,8 @@ def members(tool: Tool, conn) -> list[dict]:
 
     service = NamesRolesProvisioningService(conn, {"context_memberships_url": tool.memberships_url,
                                                    "service_versions": ["2.0"]})
-    people = call(conn, service.get_members, "the course's members (NRPS)", [SCOPE_MEMBERS])
+    people = call(conn, service.get_members, f"the course's members (NRPS, memberships_url {tool.memberships_url})",
+                  [SCOPE_MEMBERS])
     return [m for m in people if isinstance(m, dict) and m.get("user_id")
             and any(str(r).endswith("#Learner") or r == "Learner" for r in m.get("roles") or [LEARNER])]
 
@@ -434,8 +457,6 @@ def _course_students(out: Path, submitted: Path | None = None) -> dict[str, dict
     then ``OUT/roster.csv``)."""
     rows = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else []
     people = {str(r.get("student_id")): {} for r in rows if isinstance(r, dict) and r.get("student_id")}
-    from transformer_course.instructors.roster import STUDENTS_CSV
-
     beside = [submitted.parent / STUDENTS_CSV] if submitted is not None else []
     for path in (*beside, out / "roster.csv"):
         if path.is_file():
@@ -465,6 +486,13 @@ RULES = (
 )
 
 
+def by_hand(row: dict[str, str]) -> bool:
+    """Whether the instructor set this roster row: ``matched_by`` is "by hand", whatever its case, spaces,
+    hyphen or underscore (a row typed by hand is not lost to a spelling)."""
+    return " ".join(str(row.get("matched_by") or "").replace("-", " ").replace("_", " ").split()).casefold() \
+        == BY_HAND
+
+
 def match(students: dict[str, dict[str, str]], people: list[dict], kept: dict[str, dict[str, str]]
           ) -> tuple[list[dict[str, str]], list[str]]:
     """Each student id matched to one LMS user: a row the instructor set (``matched_by`` ``by hand``) kept,
@@ -479,7 +507,7 @@ def match(students: dict[str, dict[str, str]], people: list[dict], kept: dict[st
     said: list[str] = []
     for sid in sorted(students):
         hand = kept.get(sid)
-        if hand and hand.get("matched_by") == BY_HAND:
+        if hand and by_hand(hand):
             uid = hand.get("lms_user_id", "")
             found[sid] = (by_id.get(uid, {"user_id": uid}), BY_HAND)
             if uid and uid not in by_id:
@@ -524,6 +552,21 @@ def _row(sid: str, member: dict, by: str) -> dict[str, str]:
             "matched_by": by}
 
 
+def _add_names(path: Path, added: dict[str, str]) -> None:
+    """``added`` (student id -> name) into ``OUT/roster.csv``, every other column and row kept as it is."""
+    rows = read_rows(path) if path.is_file() else []
+    header = list(rows[0]) if rows else ["student_id", "name"]
+    header += [c for c in ("student_id", "name") if c not in header]
+    seen = set()
+    for row in rows:
+        sid = (row.get("student_id") or "").strip()
+        seen.add(sid)
+        if sid in added and not (row.get("name") or "").strip():
+            row["name"] = added[sid]
+    rows += [{"student_id": sid, "name": name} for sid, name in sorted(added.items()) if sid not in seen]
+    atomic_write(path, csv_text([header, *[[row.get(c) or "" for c in header] for row in rows]]))
+
+
 def read_roster(folder: Path) -> dict[str, dict[str, str]]:
     """``DIR/roster.csv`` by student id ({} where there is none yet).
 
@@ -566,16 +609,20 @@ def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None =
     known = names_of.for_run(out=out)
     added = {r["student_id"]: r["name"] for r in rows if r["name"] and not known.get(r["student_id"])}
     if added:
-        names_of.keep(out, {**known, **added})
+        _add_names(out / names_of.KEPT, added)
     matched = sum(bool(r["lms_user_id"]) for r in rows)
     said_ids = {r["lms_user_id"] for r in rows}
     extra = [str(m["user_id"]) for m in people if str(m["user_id"]) not in said_ids]
     gone = len(everyone) - len(people)
     say(f"{tool.folder / ROSTER}: {matched} of {len(rows)} students matched to the LMS's {len(people)} learners"
         + (f" ({gone} more not active: matched to no one)" if gone else "")
-        + (f"; {len(extra)} learner{'s' * (len(extra) != 1)} with no hand-in (all in {tool.folder / LEARNERS})"
+        + (f"; {len(extra)} learner{'s' * (len(extra) != 1)} matched to no student (all in {tool.folder / LEARNERS})"
            if extra else "")
-        + (f"; {len(added)} names from the LMS added to {out / names_of.KEPT} (for `report`)" if added else ""))
+        + (f"; {len(added)} name{'s' * (len(added) != 1)} from the LMS added to {out / names_of.KEPT} (for "
+           "`report`)" if added else ""))
+    if submitted is not None and not (submitted.parent / STUDENTS_CSV).is_file():
+        say(f"note: no {submitted.parent / STUDENTS_CSV}: only the student ids (and OUT/roster.csv's columns) "
+            "were compared")
     for line in said:
         say(line)
     return {r["student_id"]: r for r in rows}
@@ -637,10 +684,11 @@ def line_item(conn, tool: Tool, assignment: str, title: str, maximum: float, cre
     from pylti1p3.lineitem import LineItem
 
     ags = AssignmentsGradesService(conn, {"scope": AGS_SCOPES, "lineitems": tool.lineitems_url})
-    found = call(conn, lambda: ags.find_lineitem_by_resource_id(assignment), "the course's line items", AGS_SCOPES)
+    where = f"the course's line items (AGS, lineitems_url {tool.lineitems_url})"
+    found = call(conn, lambda: ags.find_lineitem_by_resource_id(assignment), where, AGS_SCOPES)
     if found is None:
         found = call(conn, lambda: ags.find_lineitem_satisfying(
-            lambda li: li.get("label") == title and li.get("tag") == TAG), "the course's line items", AGS_SCOPES)
+            lambda li: li.get("label") == title and li.get("tag") == TAG), where, AGS_SCOPES)
     if found is not None or not create:
         return ags, found, False
     new = (LineItem().set_label(title).set_score_maximum(maximum).set_resource_id(assignment).set_tag(TAG))
@@ -675,7 +723,7 @@ def push_assignment(tool: Tool, out: Path, assignment: str, *, dry_run: bool = F
     mapping = read_roster(tool.folder)
     if not mapping:
         raise LtiError(f"{tool.folder / ROSTER}: not there; match the students first "
-                       f"(`transformer-course lti roster {tool.folder} {out}`)")
+                       f"(`transformer-course lti roster {tool.folder} {out} --submitted SUBMITTED`)")
     if not items:  # nothing graded to send: the LMS is not touched (no empty line item made)
         say(f"{assignment}: nothing to send; {len(held)} held back")
         for h in held:
@@ -706,7 +754,8 @@ def push_assignment(tool: Tool, out: Path, assignment: str, *, dry_run: bool = F
         say(f"  {it.student_id:<14} {names.get(it.student_id, '')[:24]:<24} {score['scoreGiven']:g}/"
             f"{score['scoreMaximum']:g} {score['gradingProgress']}")
     for it in result.unmatched:
-        say(f"  {it.student_id:<14} NOT SENT: not matched to an LMS user (set it in {tool.folder / ROSTER})")
+        say(f"  {it.student_id:<14} NOT SENT: not matched to an LMS user (set it in {tool.folder / ROSTER}; the "
+            f"LMS's learners are in {tool.folder / LEARNERS})")
     for h in result.held:
         say(f"  {h.student_id:<14} held back: {h.reason}")
     if dry_run:
@@ -838,8 +887,10 @@ def run(args: argparse.Namespace) -> int:
     except (LtiError, CollectError, FileNotFoundError, ValueError) as exc:
         print(f"transformer-course lti {args.lti_command}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `... | head`: the reader left; nothing more to say
+        return 1
     except OSError as exc:  # a full disk or a folder not writable: the log or the roster could not be kept
-        print(f"transformer-course lti {args.lti_command}: error: cannot write {exc.filename or 'a file'} "
-              f"({exc.strerror or exc}); a score the LMS accepted but not logged is sent again, the same, next "
-              "time", file=sys.stderr)
+        where = f"cannot write {exc.filename}" if exc.filename else "a file or the network failed"
+        print(f"transformer-course lti {args.lti_command}: error: {where} ({exc.strerror or exc})",
+              file=sys.stderr)
         return 1

@@ -140,9 +140,14 @@ def comment_text(row: dict, grade: float, max_points: float, page: Path | None) 
         parts.append(f"late penalty -{row['late_penalty']:g}")
     if row.get("manual_max_score"):
         manual = row.get("manual_score")
-        parts.append(f"answers in words {'not graded yet' if manual is None else f'{manual:g}'}"
-                     f"/{row['manual_max_score']:g}")
+        if manual is None and row.get("manual_status") == AWAITING:
+            parts.append(f"answers in words not graded yet (of {row['manual_max_score']:g})")
+        else:  # graded, or none to grade: a notebook that could not be read has no answers to give points to
+            parts.append(f"answers in words {manual or 0.0:g}/{row['manual_max_score']:g}")
     text = f"{row['assignment']}: {grade:g}/{max_points:g} points ({', '.join(parts)})."
+    if row.get("status") not in (None, "graded") and row.get("reason"):
+        # e.g. a notebook that is not valid JSON, or a kernel that died: why the points are what they are
+        text += f" The grader: {' '.join(str(row['reason']).split())[:300]}."
     if page is not None:
         text += f" Your feedback page, test by test, is attached ({page.name})."
     return text
