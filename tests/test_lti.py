@@ -258,6 +258,9 @@ def test_a_class_is_pushed_once_resumed_and_graded_by_hand_later(lms, capsys):
     platform.fail_next(429, retry_after=0.1, path_contains="/scores")
     assert cli("push", folder, out, "--assignment", "01", "--feedback-url",
                "https://course.example.edu/fb/{student_id}/{assignment}.html") == 0
+    said = capsys.readouterr().out
+    [ada_line] = [ln for ln in said.splitlines() if ln.startswith("  ada ")]
+    assert ada_line.endswith("15/15 FullyGraded   (changed: points, progress, comment)"), ada_line
     assert [(s["scoreGiven"], s["gradingProgress"]) for s in platform.scores(item["id"], "u-ada")] == [
         (11.0, "PendingManual"), (15.0, "FullyGraded")]
     assert len(platform.scores(item["id"], "u-ben")) == 1 and len(platform.line_items) == 1

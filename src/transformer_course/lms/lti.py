@@ -751,8 +751,13 @@ def push_assignment(tool: Tool, out: Path, assignment: str, *, dry_run: bool = F
     say(f"{assignment}: {said}: {len(result.to_send)} to send, {result.already} already sent, "
         f"{len(result.unmatched)} unmatched, {len(result.held)} held back")
     for it, score in result.to_send:
+        before = last.get((item_id, score["userId"]))
+        why = "new" if before is None else "changed: " + ", ".join(
+            words for key, words in (("scoreGiven", "points"), ("scoreMaximum", "maximum"),
+                                     ("gradingProgress", "progress"), ("comment", "comment"),
+                                     ("activityProgress", "activity")) if before.get(key) != score[key])
         say(f"  {it.student_id:<14} {names.get(it.student_id, '')[:24]:<24} {score['scoreGiven']:g}/"
-            f"{score['scoreMaximum']:g} {score['gradingProgress']}")
+            f"{score['scoreMaximum']:g} {score['gradingProgress']:<13} ({why})")
     for it in result.unmatched:
         say(f"  {it.student_id:<14} NOT SENT: not matched to an LMS user (set it in {tool.folder / ROSTER}; the "
             f"LMS's learners are in {tool.folder / LEARNERS})")
