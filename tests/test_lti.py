@@ -288,8 +288,14 @@ def test_a_push_stopped_half_way_resumes_without_sending_twice(lms, monkeypatch,
         return real(self, grade, lineitem)
 
     monkeypatch.setattr(AssignmentsGradesService, "put_grade", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        cli("push", folder, out, "--assignment", "01", "--parallel", "1")
+    # Python's own Ctrl-C handler, whatever this run inherited: a shell's background job starts with SIGINT
+    # ignored, and then no Ctrl-C would reach the push at all.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cli("push", folder, out, "--assignment", "01", "--parallel", "1")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     monkeypatch.setattr(AssignmentsGradesService, "put_grade", real)
     item = platform.line_item(resource_id=A)
     users = ("u-ada", "u-ben", "u-cho")
