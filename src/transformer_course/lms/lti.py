@@ -39,12 +39,11 @@ from urllib.parse import urlsplit
 
 from transformer_course.grading.atomic import atomic_write
 from transformer_course.grading.spreadsheet import csv_text, read_rows
-from transformer_course.instructors.roster import STUDENTS_CSV
+from transformer_course.instructors.roster import KEPT, STUDENTS_CSV, cleaned, for_run
 from transformer_course.lms import push
 
 SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
-SCOPE_RESULT = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
 SCOPE_MEMBERS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 # Why each: line items found and created (one per assignment); scores sent; members read to match students.
 # result.readonly is not asked: what was sent is kept in the push's log, and the results service cannot
@@ -165,9 +164,15 @@ def load(folder: Path) -> Tool:
         raise LtiError(f"{key_path}: not an unencrypted PEM private key") from None
     if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
         raise LtiError(f"{key_path}: LTI 1.3 signs with RS256: an RSA key of 2048 bits or more is needed")
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    return Tool(folder, **values, private_key=private, public_key=public, audience=audience)
+    return Tool(folder, **values, private_key=private, public_key=_public_pem(key), audience=audience)
+
+
+def _public_pem(key) -> str:
+    """The public half of a ``cryptography`` private key, as PEM (SubjectPublicKeyInfo)."""
+    from cryptography.hazmat.primitives import serialization
+
+    return key.public_key().public_bytes(serialization.Encoding.PEM,
+                                         serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
 def jwks_of(public_pem: str) -> dict:
@@ -205,8 +210,7 @@ def init(folder: Path, values: dict[str, str], title: str = "Transformer course 
     fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(pem)
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    public = _public_pem(key)
     jwks = jwks_of(public)
     written = [key_path]
     atomic_write(folder / JWKS, json.dumps(jwks, indent=2) + "\n")
@@ -296,7 +300,6 @@ def connector(tool: Tool):
             self._lock = threading.Lock()
             self.granted: set[str] = set()  # the scopes the platform granted in its last token
             self.refusal = ""  # the token endpoint's error code, where it refused the last request
-            self.tokens = 0
 
         def _granted(self, response, *args, **kwargs):
             # The token's answer says which scopes it granted (RFC 6749 5.1), or none where it granted all
@@ -324,7 +327,6 @@ def connector(tool: Tool):
         def _cache_access_token(self, scope_key, access_token, expires_in):
             with self._lock:  # renewed a minute early: a token must not lapse in flight
                 self._tokens[scope_key] = (access_token, time.monotonic() + max(0.0, float(expires_in or 0) - 60))
-                self.tokens += 1
 
         def make_service_request(self, scopes, url, **kwargs):
             try:
@@ -396,19 +398,6 @@ def call(conn, fn, what: str, asked: list[str] | tuple[str, ...] = ()):
         raise LtiError(f"cannot reach the LMS ({what}): {type(exc).__name__}") from None
 
 
-class _Refused(Exception):
-    """The token endpoint refused one scope's request (check_online reads why)."""
-
-
-def _raw_token(conn, scope: str) -> str:
-    from pylti1p3.exception import LtiServiceException
-
-    try:
-        return conn.get_access_token([scope])
-    except LtiServiceException:
-        raise _Refused from None
-
-
 def check_online(tool: Tool) -> list[str]:
     """A token asked for each scope of :data:`SCOPES` on its own: the lines say which the LMS grants.
 
@@ -420,11 +409,12 @@ def check_online(tool: Tool) -> list[str]:
     for scope, why in SCOPES.items():
         conn = connector(tool)
         try:
-            call(conn, lambda c=conn, s=scope: _raw_token(c, s), f"a token (token_url {tool.token_url})")
-        except _Refused:
+            call(conn, lambda c=conn, s=scope: c.get_access_token([s]), f"a token (token_url {tool.token_url})",
+                 [scope])
+        except LtiError:
             # invalid_scope (RFC 6749 5.2): this scope refused; any other refusal is the tool's registration
             if conn.refusal != "invalid_scope":
-                call(conn, lambda c=conn, s=scope: c.get_access_token([s]), "an access token")
+                raise
         ok = scope in conn.granted
         lines.append(f"  {'granted' if ok else 'REFUSED'}: {scope} ({why})")
     return lines
@@ -543,8 +533,6 @@ def match(students: dict[str, dict[str, str]], people: list[dict], kept: dict[st
 
 
 def _row(sid: str, member: dict, by: str) -> dict[str, str]:
-    from transformer_course.instructors.roster import cleaned
-
     return {"student_id": sid, "lms_user_id": str(member.get("user_id") or ""),
             "name": cleaned(str(member.get("name") or " ".join(
                 str(member.get(k) or "") for k in ("given_name", "family_name")))),
@@ -604,12 +592,10 @@ def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None =
          str(m.get("lis_person_sourcedid") or ""), str(m.get("status") or "Active"), whose.get(str(m["user_id"]), "")]
         for m in everyone]]))
     # The LMS's names where the run knew none: `report` and `similarity` read OUT/roster.csv.
-    from transformer_course.instructors import roster as names_of
-
-    known = names_of.for_run(out=out)
+    known = for_run(out=out)
     added = {r["student_id"]: r["name"] for r in rows if r["name"] and not known.get(r["student_id"])}
     if added:
-        _add_names(out / names_of.KEPT, added)
+        _add_names(out / KEPT, added)
     matched = sum(bool(r["lms_user_id"]) for r in rows)
     said_ids = {r["lms_user_id"] for r in rows}
     extra = [str(m["user_id"]) for m in people if str(m["user_id"]) not in said_ids]
@@ -618,7 +604,7 @@ def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None =
         + (f" ({gone} more not active: matched to no one)" if gone else "")
         + (f"; {len(extra)} learner{'s' * (len(extra) != 1)} matched to no student (all in {tool.folder / LEARNERS})"
            if extra else "")
-        + (f"; {len(added)} name{'s' * (len(added) != 1)} from the LMS added to {out / names_of.KEPT} (for "
+        + (f"; {len(added)} name{'s' * (len(added) != 1)} from the LMS added to {out / KEPT} (for "
            "`report`)" if added else ""))
     if submitted is not None and not (submitted.parent / STUDENTS_CSV).is_file():
         say(f"note: no {submitted.parent / STUDENTS_CSV}: only the student ids (and OUT/roster.csv's columns) "
