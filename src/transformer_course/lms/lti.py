@@ -532,10 +532,13 @@ def match(students: dict[str, dict[str, str]], people: list[dict], kept: dict[st
     return rows, said
 
 
+def _name(member: dict) -> str:
+    """A member's name as it may be shown (NRPS ``name``, else ``given_name family_name``)."""
+    return cleaned(str(member.get("name") or " ".join(str(member.get(k) or "") for k in ("given_name", "family_name"))))
+
+
 def _row(sid: str, member: dict, by: str) -> dict[str, str]:
-    return {"student_id": sid, "lms_user_id": str(member.get("user_id") or ""),
-            "name": cleaned(str(member.get("name") or " ".join(
-                str(member.get(k) or "") for k in ("given_name", "family_name")))),
+    return {"student_id": sid, "lms_user_id": str(member.get("user_id") or ""), "name": _name(member),
             "email": str(member.get("email") or ""), "sis_id": str(member.get("lis_person_sourcedid") or ""),
             "matched_by": by}
 
@@ -588,7 +591,7 @@ def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None =
     atomic_write(tool.folder / ROSTER, csv_text([ROSTER_HEADER, *[[r[k] for k in ROSTER_HEADER] for r in rows]]))
     whose = {r["lms_user_id"]: r["student_id"] for r in rows if r["lms_user_id"]}
     atomic_write(tool.folder / LEARNERS, csv_text([LEARNERS_HEADER, *[
-        [str(m["user_id"]), _row("", m, "")["name"], str(m.get("email") or ""),
+        [str(m["user_id"]), _name(m), str(m.get("email") or ""),
          str(m.get("lis_person_sourcedid") or ""), str(m.get("status") or "Active"), whose.get(str(m["user_id"]), "")]
         for m in everyone]]))
     # The LMS's names where the run knew none: `report` and `similarity` read OUT/roster.csv.
@@ -597,8 +600,7 @@ def roster(tool: Tool, out: Path, say=print, conn=None, submitted: Path | None =
     if added:
         _add_names(out / KEPT, added)
     matched = sum(bool(r["lms_user_id"]) for r in rows)
-    said_ids = {r["lms_user_id"] for r in rows}
-    extra = [str(m["user_id"]) for m in people if str(m["user_id"]) not in said_ids]
+    extra = [str(m["user_id"]) for m in people if str(m["user_id"]) not in whose]
     gone = len(everyone) - len(people)
     say(f"{tool.folder / ROSTER}: {matched} of {len(rows)} students matched to the LMS's {len(people)} learners"
         + (f" ({gone} more not active: matched to no one)" if gone else "")
