@@ -176,6 +176,8 @@ def test_any_student_folder_name_is_graded_by_that_name_or_warned_about(repo, tm
     from transformer_course.grading.handin import discover
     from transformer_course.grading.publish import write_csvs
 
+    if "/" in name:  # not one folder's name: mkdir makes "a/" the folder "a", and "a/b" two folders
+        return
     root = tmp_path_factory.mktemp("names")
     try:
         (root / "submitted" / name).mkdir(parents=True)
