@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import nbformat
@@ -25,6 +26,25 @@ GRADER_ERROR = "grader-error"
 ERRORS_LOG = "grader-errors.log"
 # Where the Colab badges and setup cells fetch from (also [project.urls] in pyproject.toml).
 GITHUB_REPO = "transformer-course/transformer-course"
+
+
+def read_source(path: Path) -> nbformat.NotebookNode:
+    """The jupytext source at ``path`` as a notebook (a copy the caller may change). Parsed once per
+    version of the file in a process: a class run reads each source several times (the grader's set-up,
+    the class gradebook's, the hand-in recogniser), and parsing one costs about a second.
+
+    Raises:
+        OSError: when the file cannot be read.
+    """
+    stat = path.stat()
+    return copy.deepcopy(_parsed_source(str(path.resolve()), stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=64)
+def _parsed_source(path: str, _mtime_ns: int, _size: int) -> nbformat.NotebookNode:
+    import jupytext  # slow to import: only where a source is read
+
+    return jupytext.read(path)
 
 
 def find_root() -> Path:
@@ -158,9 +178,7 @@ class Assignment:
 
     @cached_property
     def _cells(self) -> list[dict]:
-        import jupytext
-
-        cells = jupytext.read(self.source_file).cells
+        cells = read_source(self.source_file).cells
         return [dict(c.metadata.get("nbgrader", {}), source=c.source) for c in cells]
 
     @property

@@ -11,6 +11,7 @@ import hashlib
 import re
 import shutil
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 import jupytext
@@ -20,7 +21,7 @@ from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
-from transformer_course.layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo
+from transformer_course.layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo, read_source
 from transformer_course.grading.nbgrader_setup import KERNEL_ARGS, generated_course
 from transformer_course.grading.workarea import environ
 
@@ -72,11 +73,12 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def convert_sources(repo: Repo, only: str | None = None) -> list[Assignment]:
+def convert_sources(repo: Repo, only: str | Collection[str] | None = None) -> list[Assignment]:
     """Write each ``NN.source.py`` as ``NN.ipynb`` beside it (nbgrader's source notebook),
     and the module of earlier reference code for notebooks that import it; ``only``: that
-    assignment alone (one notebook to check: one conversion, not eight)."""
-    assignments = [a for a in repo.assignments() if only in (None, a.name)]
+    assignment alone, or those (one notebook to check: one conversion, not eight)."""
+    names = {only} if isinstance(only, str) else only
+    assignments = [a for a in repo.assignments() if names is None or a.name in names]
     for assignment in assignments:
         blocks = assignment.source_file.with_name(BLOCKS_MODULE)
         if assignment.uses_blocks:
@@ -85,7 +87,7 @@ def convert_sources(repo: Repo, only: str | None = None) -> list[Assignment]:
             blocks.unlink(missing_ok=True)
         _ = assignment.tests  # validates that every test cell names an exercise
         _ = assignment.questions  # and that every question answered in words is named as one
-        nb = _normalise(jupytext.read(assignment.source_file), assignment)
+        nb = _normalise(read_source(assignment.source_file), assignment)
         _write_if_changed(assignment.source_notebook, nbformat.writes(nb) + "\n")
     return assignments
 

@@ -427,7 +427,9 @@ def _grade_class(submitted: Path, out: Path, repo: Repo, limits: dict, progress:
     work_root = out / ".work"  # the workers' private nbgrader areas; removed at the end
     if scheduler is None:
         shutil.rmtree(work_root, ignore_errors=True)
-    run_args = (str(repo.root), limits, threads, str(work_root))
+    # Each worker sets up the assignments this run has notebooks of, not all eight (a few seconds each).
+    needed = tuple(sorted({t.assignment for t in tasks}))
+    run_args = (str(repo.root), {**limits, "only": needed}, threads, str(work_root))
     first = limits_of.unmeasured(repo, [assignments[n] for n in sorted({t.assignment for t in tasks})], threads)
     if progress and first:  # else a silent minute behind "0/N" (the solution is graded before the first notebook)
         many = len(first) > 1

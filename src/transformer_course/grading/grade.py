@@ -10,17 +10,22 @@ from __future__ import annotations
 import contextlib
 import html
 import json
+import os
 import re
 import shutil
+import sqlite3
 import sys
 import threading
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nbformat
 from nbgrader.api import Gradebook
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from transformer_course.course.build import convert_sources
 from transformer_course.grading import forkserver, intact, intake, stop, workarea
@@ -42,6 +47,21 @@ warnings.filterwarnings("ignore", message="Object of type <Submitted")
 # a leading '-', glob characters) is graded, and nbgrader never has to parse one.
 WORK_STUDENT = "student"
 MAX_FEEDBACK = 400
+
+# Work areas whose gradebook is scratch: written again from its pristine bytes before each notebook and read
+# back at once (Grader._reset, grade_cells). SQLite syncs the disk at each of the hundreds of commits nbgrader
+# makes per notebook, which buys such a file nothing; the class's own gradebook (OUT/nbgrader) keeps them.
+_SCRATCH_GRADEBOOKS: set[str] = set()
+
+
+@event.listens_for(Engine, "connect")
+def _scratch_gradebook(connection: Any, _record: Any) -> None:
+    if not _SCRATCH_GRADEBOOKS or not isinstance(connection, sqlite3.Connection):
+        return
+    files = [row[2] for row in connection.execute("PRAGMA database_list").fetchall() if row[2]]
+    if any(os.path.dirname(os.path.realpath(f)) in _SCRATCH_GRADEBOOKS for f in files):
+        connection.execute("PRAGMA synchronous=OFF")
+        connection.execute("PRAGMA journal_mode=MEMORY")
 
 
 def _remove(path: Path) -> None:
@@ -213,9 +233,11 @@ class Grader:
     """
 
     def __init__(self, work: Path, repo: Repo | None = None, timeout: int = 30, memory_mb: int = 4096,
-                 notebook_timeout: int = 1800, max_output_mb: float = 10.0, only: str | None = None,
+                 notebook_timeout: int = 1800, max_output_mb: float = 10.0,
+                 only: str | Collection[str] | None = None,
                  created: bool = False):
-        """``only``: set up this assignment alone (one notebook to grade: a second of set-up, not seven).
+        """``only``: set up this assignment alone, or these (the ones a run has notebooks of: a second of
+        set-up each, not eight).
         ``created``: ``work`` was laid out by :func:`.workarea.create` already (its kernel template
         may still be importing); otherwise it is created (emptied first) here."""
         self.repo = repo or Repo()
@@ -225,6 +247,7 @@ class Grader:
         if not created:
             workarea.create(work, self.repo)  # the template imports while nbgrader sets up
         self.assignments = convert_sources(self.repo, only)
+        _SCRATCH_GRADEBOOKS.add(os.path.realpath(work))
         shutil.copytree(self.repo.source, work / "source", ignore=workarea.IGNORED)
         self.api = generated_course(work, self.repo, self.assignments, timeout=timeout, memory_mb=memory_mb,
                                     notebook_timeout=notebook_timeout, max_output_mb=max_output_mb, sandbox=True,

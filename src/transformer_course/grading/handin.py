@@ -44,7 +44,7 @@ from pathlib import Path
 
 from transformer_course.grading import intake
 from transformer_course.grading.nbgrader_setup import HIDDEN_PLACEHOLDER, STUB_MESSAGE
-from transformer_course.layout import BLOCKS_MODULE, Assignment
+from transformer_course.layout import BLOCKS_MODULE, Assignment, read_source
 
 # The statuses of a pair with nothing graded (no kernel ran): zero points, no submission in the gradebook.
 NOT_GRADED = ("missing", "refused", "wrong-notebook", "not-a-notebook")
@@ -131,13 +131,11 @@ class Releases:
     the grader grades against), to recognise a notebook by its cells."""
 
     def __init__(self, assignments: list[Assignment]):
-        import jupytext
-
         own: dict[str, set[str]] = {}
         self.released: dict[str, set[str]] = {}
         for a in assignments:
             marks, lines = set(), set(STUB_LINES)
-            for cell in jupytext.read(a.source_file).cells:
+            for cell in read_source(a.source_file).cells:
                 meta = cell.metadata.get("nbgrader", {})
                 released = _released_lines(cell.source, bool(meta.get("solution")))
                 lines |= released
