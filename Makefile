@@ -11,7 +11,7 @@ TIMEOUT ?= 60
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: install build grade test bench compat book browser sandbox lint clean gpu
+.PHONY: install build grade test test-fast bench compat book browser sandbox lint clean gpu
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ grade: build
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# The contributor's loop (CONTRIBUTING, "Tests"): every test that starts no kernel, in a few minutes.
+test-fast: install
+	COURSE_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not grading"
 
 # BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min),
 # --hostile-only (a hostile class with 1 and 2 workers, and every property test's long profile, ~15 min),

@@ -146,7 +146,7 @@ def main() -> int:
     if done.returncode:
         failures.append("the long profile")
     print("\nThe runs kept out of `make test` (`pytest -m slow`: Ctrl-C with two workers, SIGTERM, Ctrl-C while a "
-          "solution is measured, a sleeping notebook and a fork bomb):")
+          "solution is measured, a sleeping notebook, a fork bomb, the pins installed into an empty environment):")
     if subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "slow", "-p", "no:cacheprovider"],
                       cwd=repo.root).returncode:
         failures.append("the slow tests")

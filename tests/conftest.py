@@ -20,6 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # so a correct cell must finish in time even on a heavily loaded 2-core machine. Tests of
 # endless loops pay it once per such cell.
 GRADING_TIMEOUT = 60
+# The cell limit of classes that loop forever on purpose (the attacks): an endless cell costs its limit, then
+# RETRY_FACTOR (3) times it again, in CPU seconds: 40 s at 10, 240 s at GRADING_TIMEOUT. Honest cells keep
+# their margin: the limit counts the CPU seconds of the notebook's own processes, which a loaded machine does
+# not raise, and is never below ten times what the solution's cell takes on this machine (grading/limits.py).
+ATTACK_TIMEOUT = 10
 
 
 # Generated hostile input (hypothesis): a bounded, repeatable profile in `make test` (no example
@@ -30,6 +35,47 @@ settings.register_profile("test", max_examples=40, deadline=None, database=None,
 settings.register_profile("long", max_examples=1000, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "test"))
+
+# `make test-fast`, the contributor's loop (CONTRIBUTING, "Tests"), leaves out the tests marked `grading`: those
+# that start a kernel (grade or check a notebook, run one) or use a fixture that does. There, a test that starts
+# one unmarked fails and says so, so the loop stays fast as tests are added.
+FAST = os.environ.get("COURSE_TEST_FAST") == "1"
+# Fixtures that grade a class: a test that uses one is marked `grading` here.
+GRADING_FIXTURES = {"graded", "catalogue_graded", "attack_class", "tampered", "lent_attacks"}
+_KERNELS_ALLOWED = [True]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if GRADING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.grading)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _KERNELS_ALLOWED[0] = not FAST or item.get_closest_marker("grading") is not None
+
+
+def _refuse_kernels() -> None:
+    """In the fast loop, starting a kernel or a grader in an unmarked test (its fixtures included) fails."""
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+
+    from transformer_course.grading.grade import Grader
+
+    def guarded(original):
+        def start(*args, **kwargs):
+            if not _KERNELS_ALLOWED[0]:
+                raise RuntimeError("this test starts a kernel or a grader: mark it @pytest.mark.grading "
+                                   "(`make test-fast` leaves those out)")
+            return original(*args, **kwargs)
+        return start
+
+    for cls, name in ((KernelManager, "start_kernel"), (AsyncKernelManager, "start_kernel"), (Grader, "__init__")):
+        setattr(cls, name, guarded(getattr(cls, name)))
+
+
+if FAST:
+    _refuse_kernels()
 
 # A check leaves no server behind in the tests (one test turns it on: test_journeys.py).
 os.environ.setdefault("COURSE_CHECK_SERVER", "off")

@@ -23,16 +23,26 @@ from transformer_course.grading import forkserver, judge_box, sandbox
 from transformer_course.grading.batch import grade_class, output_lock
 from transformer_course.grading.nbgrader_setup import TOKEN_MIME, guard_token
 
-from .conftest import GRADING_TIMEOUT
+from .conftest import ATTACK_TIMEOUT, GRADING_TIMEOUT
 
 
 @pytest.fixture(scope="module")
-def tampered(repo, tmp_path_factory):
-    submitted = tmp_path_factory.mktemp("tampered")
+def attack_class(repo, tmp_path_factory):
+    """Every attack of ``quality.attacks`` in one class, graded once (two workers, sandbox on where
+    bubblewrap is installed): the attacks on notebook 01's answers and those through the objects a test
+    lends (attacks.lent_cases). The cell limit is ATTACK_TIMEOUT: several attacks never end on purpose."""
+    submitted = tmp_path_factory.mktemp("attacks")
     attacks.write_class(repo, submitted)
-    out = tmp_path_factory.mktemp("tamper-out")
-    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=2, memory_mb=2000)
-    return {r.student_id: r for r in results if r.assignment == A01}, out
+    attacks.write_lent_class(repo, submitted)
+    out = tmp_path_factory.mktemp("attacks-out")
+    results = grade_class(submitted, out, repo, timeout=ATTACK_TIMEOUT, progress=False, workers=2, memory_mb=2000)
+    return {(r.student_id, r.assignment): r for r in results}, out
+
+
+@pytest.fixture(scope="module")
+def tampered(attack_class):
+    results, out = attack_class
+    return {student: r for (student, assignment), r in results.items() if assignment == A01}, out
 
 
 @pytest.mark.parametrize("student", [
@@ -46,14 +56,9 @@ def test_tampering_earns_what_it_earned(tampered, student):
 
 
 @pytest.fixture(scope="module")
-def lent_attacks(repo, tmp_path_factory):
-    """The attacks through the objects a test lends (attacks.lent_cases), graded as a class: sandbox on
-    where bubblewrap is installed, two workers."""
-    submitted = tmp_path_factory.mktemp("lent")
-    attacks.write_lent_class(repo, submitted)
-    out = tmp_path_factory.mktemp("lent-out")
-    results = grade_class(submitted, out, repo, timeout=GRADING_TIMEOUT, progress=False, workers=2, memory_mb=2000)
-    return {(r.student_id, r.assignment): r for r in results}, out
+def lent_attacks(attack_class):
+    """The attacks through the objects a test lends, from the attack class."""
+    return attack_class
 
 
 @pytest.mark.parametrize("student", sorted(attacks.lent_cases()))
