@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from transformer_course.grading.batch import grade_class
+from transformer_course.grading.run.batch import grade_class
 from transformer_course.instructors import similarity
 from transformer_course.instructors.deadlines import load as load_deadlines
 from transformer_course.layout import Repo

@@ -11,9 +11,9 @@ import textwrap
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from transformer_course.grading.judge import Link, run_test
-from transformer_course.grading.nbgrader_setup import trusted_tests
-from transformer_course.grading.workarea import judged, kernel_copy_ignore
+from transformer_course.grading.judging.judge import Link, run_test
+from transformer_course.grading.notebook.nbgrader_setup import trusted_tests
+from transformer_course.grading.notebook.workarea import judged, kernel_copy_ignore
 
 SOFTMAX = ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
            "    return e / e.sum(dim, keepdim=True)\n")
@@ -144,7 +144,7 @@ def test_a_lent_function_runs_here_with_its_gradient(kernel):
     _, kc, link = kernel
     define(kc, "import torch\ndef twice(x):\n    return helper(x) * 2\ndef helper(x):\n    return x - 100\n")
     assert judge(link, """
-        from transformer_course.grading.judge import Namespace
+        from transformer_course.grading.judging.judge import Namespace
         ns = globals()
         with ns.lend({"helper": lambda x: x.square()}):
             x = torch.tensor([1.0, 3.0], requires_grad=True)
@@ -448,7 +448,7 @@ def test_sizes_from_the_kernel_are_bounded_before_any_copy(kernel):
     """A stride-0 tensor (a few bytes sent, gigabytes once copied) and a lent reference called at a
     size no test uses are refused; the RNG state a lent class is built with is the kernel's for that
     call only."""
-    from transformer_course.grading import lending
+    from transformer_course.grading.judging import lending
 
     _, kc, link = kernel
     define(kc, """
@@ -525,7 +525,7 @@ def test_a_lent_call_counts_the_defaults_and_the_tensors_it_multiplies(repo, mon
     times a d_model of 2^17, repeat_kv's n_rep times its tensor; a float parameter (a base) is no size."""
     import torch
 
-    from transformer_course.grading import lending
+    from transformer_course.grading.judging import lending
 
     monkeypatch.syspath_prepend(str(repo.reference))
     from course_reference import nb05_positional_encoding as nb05
@@ -604,7 +604,8 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     literal is read without running anything, and only plain values pass."""
     import torch
 
-    from transformer_course.grading import lending, recorder
+    from transformer_course.grading.judging import lending
+    from transformer_course.grading.kernel import recorder
 
     for value in [{"op": "call", "h": 3, "args": [4000, 512, (1, -0.0, 2**70)], "kwargs": {"x": None}},
                   {"ok": 6.987712429686844e-04}, [True, "é\n'\"", {1: [], "a": ()}]]:
@@ -640,7 +641,8 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
     shape it names and exactly its share of the bytes, or refused."""
     import torch
 
-    from transformer_course.grading import lending, recorder
+    from transformer_course.grading.judging import lending
+    from transformer_course.grading.kernel import recorder
 
     message = {"callback": "#0", "args": [torch.randn(3, 4), torch.arange(6).reshape(2, 3), torch.tensor(2.5)],
                "kwargs": {"mask": torch.tensor([[True, False]]), "half": torch.randn(2).to(torch.bfloat16),

@@ -33,10 +33,11 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading import cputime, lending
-from transformer_course.grading.recorder import ANSWER, PLAIN, PROMPT, encode, pack, plain, unpack
+from transformer_course.grading.judging import lending
+from transformer_course.grading.kernel import cputime, recorder
+from transformer_course.grading.kernel.recorder import ANSWER, PLAIN, PROMPT, encode, pack, plain, unpack
 
-SOURCE = Path(__file__).with_name("recorder.py")
+SOURCE = Path(recorder.__file__)  # run in the kernel as text: never imported there
 _PLAIN = (*PLAIN, slice, type(Ellipsis))  # what goes to the kernel by value (the rest is borrowed)
 _END = object()
 
@@ -764,7 +765,7 @@ class Remote:
         name = object.__getattribute__(self, "_type")
         if name.startswith("torch."):
             with contextlib.suppress(Exception):
-                from transformer_course.grading.recorder import _resolve
+                from transformer_course.grading.kernel.recorder import _resolve
 
                 found = _resolve(name)
                 if isinstance(found, type):

@@ -41,8 +41,8 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading import recorder
-from transformer_course.grading.recorder import MAX_ANSWER_CHARS
+from transformer_course.grading.kernel import recorder
+from transformer_course.grading.kernel.recorder import MAX_ANSWER_CHARS
 
 # Methods of torch.nn.Module a student's code may call on the grader's module.
 MODULE_METHODS = frozenset({
