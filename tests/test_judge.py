@@ -11,7 +11,8 @@ import textwrap
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from transformer_course.grading.judging.judge import Link, run_test
+from transformer_course.grading.judging.judge import run_test
+from transformer_course.grading.judging.link import Link
 from transformer_course.grading.notebook.nbgrader_setup import trusted_tests
 from transformer_course.grading.notebook.workarea import judged, kernel_copy_ignore
 

@@ -150,7 +150,7 @@ def checked(message: dict) -> Verdict:
 
 
 class LocalJudge:
-    """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.judge.Link` to the
+    """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.link.Link` to the
     notebook's kernel). A :class:`BoxedJudge`'s process runs one of these. ``clock``: the CPU seconds of
     the notebook's processes (None: the limit is counted on the clock)."""
 
@@ -162,7 +162,8 @@ class LocalJudge:
         :data:`~.cputime.WALL_FACTOR` times that on the clock)."""
         import torch
 
-        from transformer_course.grading.judging.judge import LinkBroken, run_test
+        from transformer_course.grading.judging.judge import run_test
+        from transformer_course.grading.judging.remote import LinkBroken
 
         wall = limit * cputime.WALL_FACTOR if self.clock is not None else limit
         self.link.timeout, self.link.deadline = wall, time.monotonic() + wall
@@ -300,7 +301,7 @@ def main(args: dict) -> None:
 
     from jupyter_client import BlockingKernelClient
 
-    from transformer_course.grading.judging.judge import Link
+    from transformer_course.grading.judging.link import Link
 
     if args.get("memory_mb"):
         limit = int(args["memory_mb"]) << 20

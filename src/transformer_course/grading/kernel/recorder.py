@@ -716,7 +716,7 @@ def unpack(packed: Any) -> list[torch.Tensor | None]:
 
 
 def _error(exc: BaseException) -> dict:
-    """The student's exception, as the grader reads it (``judge.remote_error``)."""
+    """The student's exception, as the grader reads it (``remote.remote_error``)."""
     return {"error": type(exc).__name__, "message": str(exc)[:2000],
             "not_implemented": isinstance(exc, NotImplementedError),
             "where": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}

@@ -638,7 +638,7 @@ class KeepGradesOnCrash(Execute):
                                   cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()), clock=self._cpu)
             except (forkserver.TemplateError, OSError, KeyError, TypeError, ValueError) as exc:
                 raise RuntimeError(f"the judge of {self._notebook} could not start in its sandbox ({exc})") from exc
-        from transformer_course.grading.judging.judge import Link  # torch: only where the judge runs in this process
+        from transformer_course.grading.judging.link import Link  # torch: only where the judge runs in this process
 
         return LocalJudge(Link(self.km.blocking_client(), watched=watched, interrupt=interrupt, alive=alive),
                           self.reference, clock=self._cpu)
