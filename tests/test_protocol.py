@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from transformer_course.grading.judging import handlers, lending
+from transformer_course.grading.judging import handlers
 from transformer_course.grading.judging.link import SOURCE, Link
 from transformer_course.grading.kernel.recorder import PROMPT, decode, encode
 
