@@ -606,13 +606,13 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     import torch
 
     from transformer_course.grading.judging import lending
-    from transformer_course.grading.kernel import recorder
+    from transformer_course.grading.kernel import wire
 
     for value in [{"op": "call", "h": 3, "args": [4000, 512, (1, -0.0, 2**70)], "kwargs": {"x": None}},
                   {"ok": 6.987712429686844e-04}, [True, "é\n'\"", {1: [], "a": ()}]]:
-        text = recorder.encode(value)
-        assert text.startswith(recorder.LITERAL), text
-        for read in (recorder.decode, lending.decode):
+        text = wire.encode(value)
+        assert text.startswith(wire.LITERAL), text
+        for read in (wire.decode, lending.decode):
             back = read(text)
             assert back == value and repr(back) == repr(value)
 
@@ -623,15 +623,15 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     deep: list = []
     for _ in range(40):
         deep = [deep]
-    assert not recorder.plain({"ok": Count(3)})  # its repr would run code where it is read
+    assert not wire.plain({"ok": Count(3)})  # its repr would run code where it is read
     for value in [{"ok": torch.ones(2)}, {"ok": float("nan")}, deep, list(range(3000)), {"ok": torch.float32}]:
-        assert not recorder.encode(value).startswith(recorder.LITERAL), value
-        assert recorder.decode(recorder.encode(value)) is not None
+        assert not wire.encode(value).startswith(wire.LITERAL), value
+        assert wire.decode(wire.encode(value)) is not None
     hostile = ["__import__('os').system('true')", "[1] * 10", "[" * 500 + "]" * 500, "{1, 2}", "{(1,): 2}",
                "b'x'", "1j", "[" * 40 + "]" * 40, repr(list(range(20000)))]
     for text in hostile:
         with pytest.raises(ValueError):
-            lending.decode(recorder.LITERAL + text)
+            lending.decode(wire.LITERAL + text)
 
 
 def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
@@ -643,13 +643,13 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
     import torch
 
     from transformer_course.grading.judging import lending
-    from transformer_course.grading.kernel import recorder
+    from transformer_course.grading.kernel import wire
 
     message = {"callback": "#0", "args": [torch.randn(3, 4), torch.arange(6).reshape(2, 3), torch.tensor(2.5)],
                "kwargs": {"mask": torch.tensor([[True, False]]), "half": torch.randn(2).to(torch.bfloat16),
                           "empty": torch.empty(0, 5), "n": 3}, "grads": [None, torch.ones(1, dtype=torch.float64)]}
-    text = recorder.encode(message)
-    assert text.startswith(recorder.TENSORS), text[:20]
+    text = wire.encode(message)
+    assert text.startswith(wire.TENSORS), text[:20]
 
     def same(a, b) -> bool:
         if isinstance(a, torch.Tensor):
@@ -661,7 +661,7 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
             return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
         return type(a) is type(b) and a == b
 
-    for read in (recorder.decode, lending.decode):
+    for read in (wire.decode, lending.decode):
         assert same(message, read(text))
     base = torch.randn(4, 4)
     shared = [base, base.view(16)]
@@ -670,11 +670,11 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
     for value in [{"a": base.t()}, {"a": base[1]}, {"a": shared}, [base, base], {"a": torch.nn.Parameter(base)},
                   {"a": base.clone().requires_grad_()}, {"a": tagged}, {"a": base, "b": float("nan")},
                   {"a": base, "d": torch.float32}, {"a": torch.randn(2) + 1j}]:
-        text = recorder.encode(value)
-        assert text[0] not in (recorder.TENSORS, recorder.LITERAL), value
-        back = recorder.decode(text)
+        text = wire.encode(value)
+        assert text[0] not in (wire.TENSORS, wire.LITERAL), value
+        back = wire.decode(text)
         assert isinstance(back, list | dict)
-    twice = recorder.decode(recorder.encode([base, base]))
+    twice = wire.decode(wire.encode([base, base]))
     assert twice[0] is twice[1]  # one tensor, as it was sent
     four = "AAAA"  # three bytes, base64
     hostile = [f"{four}|(b'0', [['torch.float32', [1]]])",  # 4 bytes named, 3 sent
@@ -686,8 +686,8 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
                "|(b'0', [['torch.float32', [1073741824, 1073741824]]])", four]
     for text in hostile:
         with pytest.raises(ValueError):
-            lending.decode(recorder.TENSORS + text)
-    assert lending.decode(f"{recorder.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
+            lending.decode(wire.TENSORS + text)
+    assert lending.decode(f"{wire.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
 
 
 def test_a_comprehension_of_calls_goes_to_the_kernel_at_once_and_acts_as_one_call_each(kernel):

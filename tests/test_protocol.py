@@ -1,5 +1,5 @@
 """The judge's half of the protocol, in-process (no kernel: a second or two): the tables of call backs
-(judging/handlers.py) name every kind of message the recorder (kernel/recorder.py) sends and nothing
+(judging/handlers.py) name every kind of message the recorder (kernel/recorder.py, lent.py) sends and nothing
 else, a message of no known kind is refused as it always was, and each family of handlers answers as
 the kernel expects. tests/test_judge.py runs the same messages through a real kernel."""
 
@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from transformer_course.grading.judging import handlers
-from transformer_course.grading.judging.link import SOURCE, Link
-from transformer_course.grading.kernel.recorder import PROMPT, decode, encode
+from transformer_course.grading.judging.link import SOURCES, Link
+from transformer_course.grading.kernel.wire import PROMPT, decode, encode
 
 
 class _Client:
@@ -32,7 +32,7 @@ def _sent_by_the_recorder() -> tuple[set[str], set[str]]:
     ``ask({...})``) and what it asks of a borrowed object (the key after "borrowed", or the
     first keyword of ``_course_ask``)."""
     kinds, borrowed = set(), set()
-    for node in ast.walk(ast.parse(SOURCE.read_text())):
+    for node in (n for path in SOURCES for n in ast.walk(ast.parse(path.read_text()))):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
             continue
         if node.func.attr == "ask" and node.args and isinstance(node.args[0], ast.Dict):
@@ -116,3 +116,48 @@ def test_a_lent_module_class_is_built_with_the_kernels_rng_and_runs_its_forward_
     assert torch.allclose(run["outputs"][0], expected(x).detach())
     assert _answer(link, {"construct": "Linear", "args": [2, 1], "kwargs": {}, "rng": torch.zeros(3)}) == {
         "error": "Refused: your code sent the grader an RNG state that is not one"}
+
+
+def _sent_by_the_judge() -> set[str]:
+    """The operations the judge's modules ask the recorder for (``{"op": ...}`` in judging/; judge_box.py's
+    are those of the worker and its judge)."""
+    found = set()
+    for path in SOURCES[0].parents[1].joinpath("judging").glob("*.py"):
+        if path.name == "judge_box.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Dict):
+                found |= {v.value for k, v in zip(node.keys, node.values, strict=True)
+                          if isinstance(k, ast.Constant) and k.value == "op" and isinstance(v, ast.Constant)}
+    return found
+
+
+def _recorder(namespace: dict) -> Any:
+    """A recorder of the kernel's texts run as the kernel runs them (one namespace, no import of
+    this package), with its state but no kernel to answer through."""
+    kernel: dict[str, Any] = {"__name__": "course_judge"}
+    for path in SOURCES:
+        exec(compile(path.read_text(), "<course judge>", "exec"), kernel)  # noqa: S102 (the recorder's own text)
+    recorder = object.__new__(kernel["Recorder"])
+    recorder.__dict__.update(watched=(), ns=namespace, handles={}, ids={}, count=0, lent={}, leaves=[], calls={},
+                             missing=object(), borrowed={}, moved={}, kept={}, depth=0)
+    return recorder
+
+
+def test_the_recorder_has_a_handler_for_every_operation_the_judge_asks_for_and_refuses_others():
+    recorder = _recorder({"add_one": lambda x: x + 1, "n": 3})
+    # "names" is answered as it always was, though the judge no longer asks for it.
+    assert _sent_by_the_judge() | {"names"} == set(recorder.run.__globals__["REQUESTS"])
+    assert recorder.run({"op": "name", "name": "n"}) == 3
+    with pytest.raises(NameError, match="name 'm' is not defined"):
+        recorder.run({"op": "name", "name": "m"})
+    handle = recorder.keep(recorder.ns["add_one"])
+    called = recorder.run({"op": "call", "h": handle, "args": {"__seq__": [{"__leaf__": torch.ones(2)}]},
+                           "kwargs": {}})
+    assert torch.equal(called["result"], torch.full((2,), 2.0)) and called["differentiable"]
+    grads = recorder.run({"op": "vjp", "call": called["call"], "grads": [torch.full((2,), 3.0)]})
+    assert torch.equal(grads[0], torch.full((2,), 3.0))
+    assert decode(recorder.answer(encode({"op": "len", "h": recorder.keep([1, 2])}))) == {"ok": 2}
+    refused = decode(recorder.answer(encode({"op": "nope"})))
+    assert (refused["error"], refused["message"]) == ("ValueError", "unknown request 'nope'")
+    assert decode(recorder.answer(encode({"op": "nope", "h": 99})))["error"] == "KeyError"  # the handle first

@@ -18,7 +18,7 @@ import torch
 
 from transformer_course.grading.judging import lending
 from transformer_course.grading.judging.remote import _map
-from transformer_course.grading.kernel.recorder import unpack
+from transformer_course.grading.kernel.wire import unpack
 
 END = object()  # no more items (a borrowed iterator's next), or no such attribute
 

@@ -32,7 +32,7 @@ import torch
 
 from transformer_course.grading.judging.link import Link
 from transformer_course.grading.judging.remote import LinkBroken, Remote
-from transformer_course.grading.kernel.recorder import plain
+from transformer_course.grading.kernel.wire import plain
 
 
 def calls_of(iterable: Any, function: Callable[[], Any], arguments: Callable[[Any], tuple[tuple, dict]],

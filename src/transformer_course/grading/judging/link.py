@@ -23,10 +23,11 @@ from transformer_course.grading.judging import handlers, lending
 from transformer_course.grading.judging.handlers import END
 from transformer_course.grading.judging.remote import LinkBroken, Remote
 from transformer_course.grading.judging.values import Values
-from transformer_course.grading.kernel import cputime, recorder
-from transformer_course.grading.kernel.recorder import ANSWER, PROMPT, encode
+from transformer_course.grading.kernel import cputime, lent, operations, recorder, wire
+from transformer_course.grading.kernel.wire import ANSWER, PROMPT, encode
 
-SOURCE = Path(recorder.__file__)  # run in the kernel as text: never imported there
+# The recorder, run in the kernel as text (never imported there): these modules, in this order, in one namespace.
+SOURCES = [Path(m.__file__) for m in (wire, lent, operations, recorder)]
 
 
 class Link(Values):
@@ -75,8 +76,8 @@ class Link(Values):
             self.client.stop_channels()
 
     def install(self) -> None:
-        code = (f"exec(compile({SOURCE.read_text()!r}, '<course judge>', 'exec'), _course_judge := "
-                f"{{'__name__': 'course_judge'}})\n"
+        texts = "".join(f"exec(compile({p.read_text()!r}, '<course judge>', 'exec'), _course_judge)\n" for p in SOURCES)
+        code = (f"_course_judge = {{'__name__': 'course_judge'}}\n{texts}"
                 f"{self.name} = _course_judge['Recorder'](globals(), {self.watched!r})\ndel _course_judge")
         self._execute(code)
 

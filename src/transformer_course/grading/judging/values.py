@@ -16,7 +16,7 @@ import torch
 
 from transformer_course.grading.judging import lending
 from transformer_course.grading.judging.remote import LinkBroken, Remote, remote_error
-from transformer_course.grading.kernel.recorder import PLAIN, pack, unpack
+from transformer_course.grading.kernel.wire import PLAIN, pack, unpack
 
 _PLAIN = (*PLAIN, slice, type(Ellipsis))  # what goes to the kernel by value (the rest is borrowed)
 

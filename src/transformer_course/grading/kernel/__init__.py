@@ -6,5 +6,6 @@
 - :mod:`.kernel_template`: the warm process in the sandbox that forks grading kernels;
 - :mod:`.forkserver`: the template started, and kernels forked from it;
 - :mod:`.kernels`: jupyter_client's kernel manager, starting kernels in the sandbox or by a fork;
-- :mod:`.recorder`: the kernel's half of the judge, run there as text: calls the student's code, reports.
+- :mod:`.recorder`: the kernel's half of the judge, run there as text (with :mod:`.wire`, the messages;
+  :mod:`.lent`, what the grader lends; :mod:`.operations`, one handler for each request).
 """
