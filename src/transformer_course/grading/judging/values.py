@@ -22,8 +22,9 @@ _PLAIN = (*PLAIN, slice, type(Ellipsis))  # what goes to the kernel by value (th
 
 
 class Values:
-    """The conversion of values, :class:`~.link.Link`'s half that sends nothing itself: it reads and
-    keeps the link's state of one test (``attached``, ``proxies``, ``borrowed``, ``approved``)."""
+    """The conversion of values, :class:`~.link.Link`'s half without the transport (what it writes back
+    goes through the link's requests), on the link's state of one test (``attached``, ``proxies``,
+    ``borrowed``, ``approved``)."""
 
     def attach(self, value: Any) -> Any:
         """Keep the tensors in ``value`` (a module's parameters, read here) tied to their originals:
