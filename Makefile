@@ -76,7 +76,7 @@ book: install
 browser: install
 	bash scripts/install_tool.sh chromium chromium "tests/test_browser.py will skip"
 
-# bubblewrap, the sandbox grading kernels run in (src/transformer_course/grading/sandbox.py); without it
+# bubblewrap, the sandbox grading kernels run in (src/transformer_course/grading/kernel/sandbox.py); without it
 # the grader runs kernels unsandboxed and says so.
 sandbox:
 	bash scripts/install_tool.sh bubblewrap bwrap "grading runs unsandboxed"

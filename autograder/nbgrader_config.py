@@ -4,7 +4,7 @@
 # Run `transformer-course build` first: it writes source/*/*.ipynb from the .source.py files.
 from pathlib import Path
 
-from transformer_course.grading.nbgrader_setup import make_config
+from transformer_course.grading.notebook.nbgrader_setup import make_config
 from transformer_course.layout import Repo
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)

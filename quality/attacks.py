@@ -210,8 +210,9 @@ def _again():
 threading.Thread(target=_again, daemon=True).start()
 """
 # Each an attack that still gains points: tests/test_tamper.py expects it to (strict xfail), so a fix
-# shows up there and the grader guide's "Not defended" list (docs/grader.md) must shrink with it. Empty since notebook
-# 01's tests are judged in the grader (transformer_course.grading.judge) and its reference is not in the sandbox.
+# shows up there and the grader guide's "Not defended" list (docs/grader.md) must shrink with it. Empty since
+# notebook 01's tests are judged in the grader (transformer_course.grading.judging.judge) and its reference is not in
+# the sandbox.
 NOT_DEFENDED: set[str] = set()
 
 
@@ -315,7 +316,7 @@ def cases() -> dict[str, Case]:
 
 
 # Attacks through the grader's objects that a test hands to the student's code (grader v4: the allow-list
-# of transformer_course.grading.lending). Each goes around the kernel's stand-in class (which the student
+# of transformer_course.grading.judging.lending). Each goes around the kernel's stand-in class (which the student
 # controls) and asks the grader directly; it prints what the grader answered, then does the honest work.
 # What an attack's code prints if it runs in the grader (where a test's output is captured); the
 # notebook's source holds it only in pieces, so finding it whole in the output means it ran there.
@@ -547,7 +548,7 @@ def compromised_judge(repo: Repo, folder: Path, memory_mb: int = 2000) -> str:
     import shutil
     import socket
 
-    from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.run.batch import grade_class
 
     copy = Repo(folder / "repo")
     shutil.copytree(repo.autograder, copy.autograder, ignore=shutil.ignore_patterns("submitted", "__pycache__"))

@@ -46,8 +46,8 @@ import torch
 
 from quality import hostile
 from transformer_course.course.build import convert_sources, run_solution
-from transformer_course.grading.nbgrader_setup import tools_on_path
-from transformer_course.grading.workarea import environ, reference_on_path
+from transformer_course.grading.notebook.nbgrader_setup import tools_on_path
+from transformer_course.grading.notebook.workarea import environ, reference_on_path
 from transformer_course.layout import Repo
 
 # Students of the sample class whose notebooks run to the end (no endless loop, no crash):
@@ -178,7 +178,7 @@ def bare_course(repo: Repo, root: Path, timeout: int) -> dict[str, str]:
     (root / "nbgrader_config.py").write_text(
         "from pathlib import Path\n"
         "from transformer_course.layout import Repo\n"
-        "from transformer_course.grading.nbgrader_setup import make_config\n"
+        "from transformer_course.grading.notebook.nbgrader_setup import make_config\n"
         f"c.merge(make_config(Path({str(root)!r}), Repo(Path({str(repo.root)!r})), {timeout}))\n"
     )
     tools_on_path()
@@ -278,7 +278,7 @@ def plain_run(path: Path, reference: Path) -> tuple[float, int]:
     import nbformat
     from nbclient import NotebookClient
 
-    from transformer_course.grading.nbgrader_setup import KERNEL_ARGS
+    from transformer_course.grading.notebook.nbgrader_setup import KERNEL_ARGS
 
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, extra_arguments=KERNEL_ARGS,
@@ -299,9 +299,9 @@ def grading_breakdown(repo: Repo, students: tuple[str, ...] = ("ada", "ben")) ->
     and the seconds the same notebooks' own cells take in a plain kernel."""
     from nbclient import NotebookClient
 
-    from transformer_course.grading import forkserver
-    from transformer_course.grading.grade import Grader
-    from transformer_course.grading.nbgrader_setup import KeepGradesOnCrash, UnguardNotebook
+    from transformer_course.grading.kernel import forkserver
+    from transformer_course.grading.notebook.grade import Grader
+    from transformer_course.grading.notebook.nbgrader_setup import KeepGradesOnCrash, UnguardNotebook
 
     # "forked": as `make grade` runs (kernels forked from the template, each notebook's judge in a box);
     # "judge in the worker": the same with the judge in the grading worker's process, as before the box
@@ -523,8 +523,8 @@ def _model_figures(repo: Repo, train: bool) -> None:
 def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, float]:
     """Seconds per notebook grading the seven solutions in one process, with and without the
     sandbox, interleaved (off, on, off, on, ...) so that both see the same machine."""
-    from transformer_course.grading import sandbox
-    from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.kernel import sandbox
+    from transformer_course.grading.run.batch import grade_class
 
     if sandbox.bwrap() is None:
         return {}
@@ -550,8 +550,8 @@ def time_sandbox(repo: Repo, timeout: int = 60, rounds: int = 2) -> dict[str, fl
 def attack_figures(repo: Repo, timeout: int = 60) -> dict[str, tuple[int, int, list[str]]]:
     """The attacks of ``attacks.py`` graded through the real path, by class: (defended, of how many, what failed)."""
     from quality import attacks
-    from transformer_course.grading import judge_box
-    from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.judging import judge_box
+    from transformer_course.grading.run.batch import grade_class
 
     def count(folder: Path, why: Callable[[Any, Path], str], assignment: Callable[[str], str]) -> tuple:
         """Grade the class in ``folder``/in; ``why(result, its autograded notebook)`` says what failed."""

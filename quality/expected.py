@@ -14,7 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from transformer_course.grading.spreadsheet import read_rows
+from transformer_course.grading.output.spreadsheet import read_rows
 from transformer_course.instructors.deadlines import show
 from transformer_course.layout import Repo
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import nbformat
 
 from quality.catalogue import CORRECT, IMPORTS, MISTAKES, OUTSIDE_CORRECT, OUTSIDE_MISTAKES
-from transformer_course.grading.batch import grade_class
-from transformer_course.grading.grade import SubmissionResult
+from transformer_course.grading.notebook.grade import SubmissionResult
+from transformer_course.grading.run.batch import grade_class
 from transformer_course.layout import Repo
 
 

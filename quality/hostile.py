@@ -91,8 +91,8 @@ def grade(submitted: Path, out: Path, workers: int) -> tuple[int, float, float]:
 def decide_seconds(repo: Repo, notebook: Path) -> tuple[float, str]:
     """Seconds to find, read and decide one notebook (what the grader does before any kernel), and what
     it decided."""
-    from transformer_course.grading.grade import read_submission
-    from transformer_course.grading.handin import Releases, find_submission
+    from transformer_course.grading.notebook.grade import read_submission
+    from transformer_course.grading.submission.handin import Releases, find_submission
 
     known = Releases(repo.assignments())
     assignment = repo.assignment(ASSIGNMENT)
@@ -102,7 +102,7 @@ def decide_seconds(repo: Repo, notebook: Path) -> tuple[float, str]:
     if handed.path is not None:
         import nbformat
 
-        from transformer_course.grading import intake
+        from transformer_course.grading.submission import intake
 
         released = nbformat.read(assignment.source_notebook, 4)  # the release's cells (solutions stripped)
         nb, why = read_submission(handed.path, intake.cell_cap(len(released.cells)))  # as the grader caps it

@@ -30,7 +30,7 @@ FIRST_ID = 20001
 
 
 def _class(out: Path, assignments: list[str]) -> dict[tuple[str, str], float]:
-    """results.json and feedback pages as `grade` writes them (grading/publish.py); returns the grades."""
+    """results.json and feedback pages as `grade` writes them (grading/run/publish.py); returns the grades."""
     rows, grades = [], {}
     for n, assignment in enumerate(assignments):
         for s in range(STUDENTS):

@@ -31,7 +31,7 @@ import tomllib
 from pathlib import Path
 
 from transformer_course.course.build import convert_sources, run_solution
-from transformer_course.grading.workarea import environ
+from transformer_course.grading.notebook.workarea import environ
 from transformer_course.layout import Repo
 
 # What the notebooks import (the kernel's side); the grader's packages are not needed there.

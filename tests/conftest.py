@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from transformer_course.grading.batch import grade_class
+from transformer_course.grading.run.batch import grade_class
 from transformer_course.instructors import similarity
 from transformer_course.instructors.deadlines import load as load_deadlines
 from transformer_course.layout import Repo
@@ -23,7 +23,7 @@ GRADING_TIMEOUT = 60
 # The cell limit of classes that loop forever on purpose (the attacks): an endless cell costs its limit, then
 # RETRY_FACTOR (3) times it again, in CPU seconds: 40 s at 10, 240 s at GRADING_TIMEOUT. Honest cells keep
 # their margin: the limit counts the CPU seconds of the notebook's own processes, which a loaded machine does
-# not raise, and is never below ten times what the solution's cell takes on this machine (grading/limits.py).
+# not raise, and is never below ten times what the solution's cell takes on this machine (grading/notebook/limits.py).
 ATTACK_TIMEOUT = 10
 
 
@@ -60,7 +60,7 @@ def _refuse_kernels() -> None:
     """In the fast loop, starting a kernel or a grader in an unmarked test (its fixtures included) fails."""
     from jupyter_client.manager import AsyncKernelManager, KernelManager
 
-    from transformer_course.grading.grade import Grader
+    from transformer_course.grading.notebook.grade import Grader
 
     def guarded(original):
         def start(*args, **kwargs):

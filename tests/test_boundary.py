@@ -1,6 +1,6 @@
 """One hand-in never stops a class: whatever goes wrong for one (student, assignment) pair, from
 reading its hand-in to writing its record, lateness and pages, is that pair's row with its reason,
-and every other pair's row is what it would have been (grading/boundary.py)."""
+and every other pair's row is what it would have been (grading/run/boundary.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from transformer_course import cli
-from transformer_course.grading import batch, boundary
-from transformer_course.grading.grade import read_submission
+from transformer_course.grading.notebook.grade import read_submission
+from transformer_course.grading.run import batch, boundary
 
 from .conftest import GRADING_TIMEOUT
 
@@ -172,9 +172,9 @@ def test_any_student_folder_name_is_graded_by_that_name_or_warned_about(repo, tm
     """A folder's name is the student's id in every table: one that no table can hold (bytes that are not
     UTF-8, control characters) is named in a warning, never the run's end; every other one is written
     and read back as it is."""
-    from transformer_course.grading.grade import SubmissionResult, zero_scores
-    from transformer_course.grading.handin import discover
-    from transformer_course.grading.publish import write_csvs
+    from transformer_course.grading.notebook.grade import SubmissionResult, zero_scores
+    from transformer_course.grading.run.publish import write_csvs
+    from transformer_course.grading.submission.handin import discover
 
     if "/" in name:  # not one folder's name: mkdir makes "a/" the folder "a", and "a/b" two folders
         return

@@ -216,7 +216,7 @@ def formgrader_class(repo, tmp_path_factory):
     answer in words), graded by ``grade_class``: OUT."""
     import nbformat
 
-    from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.run.batch import grade_class
 
     from .conftest import GRADING_TIMEOUT
 
@@ -351,8 +351,8 @@ def test_formgrader_typesets_the_question_shows_its_rubric_and_every_point_given
     grades.csv, lms.csv, results.json and dev's feedback page once `report` reads the gradebook."""
     from nbgrader.api import Gradebook
 
-    from transformer_course.grading.classbook import rubrics
-    from transformer_course.grading.publish import refresh_written
+    from transformer_course.grading.run.classbook import rubrics
+    from transformer_course.grading.run.publish import refresh_written
 
     base, token = formgrader
     with Gradebook(f"sqlite:///{formgrader_class / 'nbgrader' / 'gradebook.db'}") as gb:

@@ -394,7 +394,7 @@ def test_the_release_tells_students_how_to_check_and_its_example_is_the_graders_
     Colab, and its example is what `check` prints for a softmax that shifts and sums over the wrong axes:
     the feedback line is the hidden check's own message, the rest check_report's format for notebook 01."""
     from quality.incheck import namespace, run_checks
-    from transformer_course.grading.grade import ExerciseResult, SubmissionResult, check_report
+    from transformer_course.grading.notebook.grade import ExerciseResult, SubmissionResult, check_report
 
     text = (repo.course / "README.md").read_text()
     assert "transformer-course check path/to/01_self_attention.ipynb" in text

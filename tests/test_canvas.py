@@ -1,7 +1,7 @@
 """``transformer-course canvas``, end to end through the real CLI against a Canvas on 127.0.0.1 (tests/fake_canvas.py):
 times and names in, grades and comments out (dry run, push, push again), a student Canvas does not know, a
 throttled Canvas, a wrong token. No kernel: results.json and the feedback pages are written here in the shape
-`grade` writes them (grading/publish.py, write_csvs)."""
+`grade` writes them (grading/run/publish.py, write_csvs)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from tests.fake_canvas import Bucket, FakeCanvas
 from transformer_course.cli import main
-from transformer_course.grading.spreadsheet import read_rows
+from transformer_course.grading.output.spreadsheet import read_rows
 from transformer_course.instructors.deadlines import parse_timestamp
 from transformer_course.lms import push, times
 

@@ -7,7 +7,8 @@ import shutil
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.grading import forkserver, judge_box
+from transformer_course.grading.judging import judge_box
+from transformer_course.grading.kernel import forkserver
 
 from .conftest import GRADING_TIMEOUT
 
@@ -32,7 +33,7 @@ def test_check_forks_its_kernel_from_the_template_started_before_the_grader_sets
                                                                                      capsys):
     """`check` starts the kernel template (and the judges') first (they import torch while this process
     sets up nbgrader); the kernel must then come from that template, not from a second one."""
-    from transformer_course.grading import grade
+    from transformer_course.grading.notebook import grade
     events = []
     real_server, real_setup = forkserver.ForkServer.__init__, grade.generated_course
 
@@ -99,8 +100,8 @@ def test_clear_errors(tmp_path, capsys):
 
 def test_grade_says_how_it_grades(monkeypatch):
     """`grade` names its configuration, its sandbox and its limits in one line; without the sandbox, it says so."""
-    from transformer_course.grading import sandbox
-    from transformer_course.grading.batch import setup_line
+    from transformer_course.grading.kernel import sandbox
+    from transformer_course.grading.run.batch import setup_line
 
     limits = {"timeout": 60, "notebook_timeout": 1800, "memory_mb": 4096, "max_output_mb": 10.0}
     line = setup_line(limits)
@@ -146,7 +147,7 @@ def test_written_answers_keep_their_points_until_the_answer_changes(repo, tmp_pa
 
     from nbgrader.api import Gradebook
 
-    from transformer_course.grading.classbook import ClassBook
+    from transformer_course.grading.run.classbook import ClassBook
 
     a02 = "02_scaled_dot_product"
     notebook = tmp_path / "submitted" / "ana" / a02 / f"{a02}.ipynb"

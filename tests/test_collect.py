@@ -368,7 +368,7 @@ def dated_zip(path: Path, members: dict[str, bytes], when: tuple = DOWNLOADED) -
 
 def lateness(into: Path, students: list[str], due: str = DUE):
     """Each hand-in's lateness as `grade` works it out (deadlines.apply), with a fixed penalty."""
-    from transformer_course.grading.grade import ExerciseResult, SubmissionResult
+    from transformer_course.grading.notebook.grade import ExerciseResult, SubmissionResult
     from transformer_course.instructors.deadlines import apply, load
 
     deadlines = load(None, due, policy="fixed", points=2)

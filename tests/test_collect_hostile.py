@@ -27,7 +27,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from transformer_course.cli import main
-from transformer_course.grading.spreadsheet import FORMULA_START, read_rows
+from transformer_course.grading.output.spreadsheet import FORMULA_START, read_rows
 from transformer_course.instructors import collect as collect_module
 from transformer_course.instructors.collect import Caps, CollectError, collect, safe_path
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from transformer_course.grading.grade import ExerciseResult, SubmissionResult
+from transformer_course.grading.notebook.grade import ExerciseResult, SubmissionResult
 from transformer_course.instructors.deadlines import (
     DeadlineError,
     LatePolicy,
@@ -161,8 +161,8 @@ def test_every_date_is_given_and_kept_in_the_due_dates_time_zone(tmp_path):
     import csv
     import json
 
-    from transformer_course.grading.grade import score_table
-    from transformer_course.grading.publish import write_csvs
+    from transformer_course.grading.notebook.grade import score_table
+    from transformer_course.grading.run.publish import write_csvs
     from transformer_course.instructors.deadlines import instant, show
     from transformer_course.instructors.report import build_report
 
@@ -263,8 +263,8 @@ def _everything_written(tmp_path, results, deadlines) -> dict:
     written as `grade` writes them (what ended the run before: OverflowError); grades.csv's rows."""
     import csv
 
-    from transformer_course.grading.grade import score_table
-    from transformer_course.grading.publish import late_banner, write_csvs
+    from transformer_course.grading.notebook.grade import score_table
+    from transformer_course.grading.run.publish import late_banner, write_csvs
 
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
@@ -315,7 +315,7 @@ def test_a_hand_in_of_1970_is_flagged_and_late_by_the_files_time(tmp_path):
                                     "start, taken as a year before its first due date (2025-10-10 23:59 +01:00")
     # the file's time (2026-10-15 12:00 UTC) is 4 d 13 h late: 5 started days, 50% of 10 points
     assert (ada["late_by"], ada["late_penalty"], ada["final_score"]) == ("109.02", "5", "4")
-    from transformer_course.grading.grade import score_table
+    from transformer_course.grading.notebook.grade import score_table
 
     table = score_table(results).splitlines()  # the run's table: the late line, and the flag under its heading
     assert "  ada 01_self_attention: handed in 2026-10-15 13:00 +01:00, due 2026-10-10 23:59 +01:00: 109.02 h late; " \
@@ -599,7 +599,7 @@ def test_apply_grades_by_the_students_own_due_date_and_never_an_excused_one_late
     """Three hand-ins of 01 at the same instant, a day after the class's due date: late for 10001, on time
     for 10003 (extended), and for 10004 (excused from 01 by excused.csv) excused: no penalty. A missing
     notebook of an excused student is excused, not missing, in the run's table, and no total counts it."""
-    from transformer_course.grading.grade import score_table
+    from transformer_course.grading.notebook.grade import score_table
     from transformer_course.instructors.deadlines import excuse
 
     deadlines = _per_student(tmp_path, excused_csv="student_id,assignment\n10004,01_self_attention\n")
@@ -625,7 +625,7 @@ def test_apply_grades_by_the_students_own_due_date_and_never_an_excused_one_late
 
 
 def test_the_feedback_page_says_the_extended_due_date_or_that_it_is_excused(tmp_path):
-    from transformer_course.grading.publish import late_banner
+    from transformer_course.grading.run.publish import late_banner
 
     deadlines = _per_student(tmp_path)
     stamp = b"2026-11-26 12:00:00.000000 UTC"
@@ -662,7 +662,7 @@ def test_the_feedback_page_says_the_extended_due_date_or_that_it_is_excused(tmp_
 def test_results_json_keeps_extended_and_excused_and_a_stranger_is_named(tmp_path):
     import json
 
-    from transformer_course.grading.publish import write_csvs
+    from transformer_course.grading.run.publish import write_csvs
 
     deadlines = _per_student(tmp_path)
     results = [_graded("10003"), _graded("10004", B)]
@@ -685,7 +685,7 @@ def test_an_excused_notebook_is_ex_in_lms_csv_and_counts_in_no_total(tmp_path):
     notebook out, where a 0 would count against the student."""
     import csv
 
-    from transformer_course.grading.publish import write_csvs
+    from transformer_course.grading.run.publish import write_csvs
 
     excused, other = _graded("ada", A), _graded("ada", B)
     excused.excused = True

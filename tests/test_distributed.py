@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_course.grading.batch import grade_class
+from transformer_course.grading.run.batch import grade_class
 
 from .conftest import GRADING_TIMEOUT
 

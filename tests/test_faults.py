@@ -20,8 +20,9 @@ import psutil
 import pytest
 
 from transformer_course import cli
-from transformer_course.grading import atomic, batch
-from transformer_course.grading.faults import fault_of
+from transformer_course.grading.output import atomic
+from transformer_course.grading.run import batch
+from transformer_course.grading.run.faults import fault_of
 
 from .conftest import GRADING_TIMEOUT, ROOT
 
@@ -269,7 +270,7 @@ def test_ctrl_c_inside_nbgraders_release_step_stays_a_ctrl_c(tmp_path, monkeypat
     root's set-up turns that back into a Ctrl-C (the run's "interrupted" line, not an error)."""
     from nbgrader.apps import NbGraderAPI
 
-    from transformer_course.grading import nbgrader_setup
+    from transformer_course.grading.notebook import nbgrader_setup
 
     trace = "Traceback (most recent call last):\n  File \"x\", line 1, in start\nKeyboardInterrupt\n"
     monkeypatch.setattr(NbGraderAPI, "generate_assignment",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer_course.grading.grade import ExerciseResult, SubmissionResult
-from transformer_course.grading.publish import WRITTEN, late_banner, written_on_page
+from transformer_course.grading.notebook.grade import ExerciseResult, SubmissionResult
+from transformer_course.grading.run.publish import WRITTEN, late_banner, written_on_page
 from transformer_course.instructors.deadlines import load as load_deadlines
 from transformer_course.instructors.deadlines import show
 
@@ -91,7 +91,7 @@ def test_comments_stand_under_their_cells_sanitised_and_are_rewritten_in_place(r
     nbgrader's own footer, before the next cell), one whose answer is not on the page under the title; markdown
     rendered and sanitised; a second run changes nothing, changed comments replace the old, none leaves the page
     as it was."""
-    from transformer_course.grading.publish import COMMENT
+    from transformer_course.grading.run.publish import COMMENT
 
     cell = ('<div class="panel panel-primary nbgrader_cell">\n<a name="comment-softmax"></a>'
             '<div class="panel-heading"><span class="nbgrader-label">Student\'s answer</span></div>\n'
@@ -164,7 +164,7 @@ def _give(out: Path, repo, points: dict[str, float]) -> None:
     """Points for ada's answers in words of 01, as formgrader writes them (nbgrader's Gradebook API)."""
     from nbgrader.api import Gradebook
 
-    from transformer_course.grading.classbook import ClassBook
+    from transformer_course.grading.run.classbook import ClassBook
 
     book = ClassBook(out / "nbgrader", repo)
     with Gradebook(book.coursedir.db_url, book.coursedir.course_id) as gb:
@@ -214,8 +214,8 @@ def test_a_grade_run_puts_the_points_on_the_page_without_regrading(graded, repo,
     """`grade` again on an unchanged hand-in: no notebook is graded (its record is not rewritten), and
     the page shows the points given since, as grades.csv does: those of the answers in words, a score
     typed over the grader's on a test cell, extra credit, a comment (as formgrader writes them)."""
-    from transformer_course.grading.batch import grade_class
-    from transformer_course.grading.publish import COMMENT
+    from transformer_course.grading.run.batch import grade_class
+    from transformer_course.grading.run.publish import COMMENT
 
     from .conftest import GRADING_TIMEOUT
     from .test_manual import gradebook, put_comment, put_grade
@@ -254,7 +254,7 @@ def test_counts_agree_with_their_nouns_in_the_report(tmp_path):
     """`transformer-course report` on a class of one: "1 student, 1 assignment, 1 notebook", never "1 assignments"."""
     import json
 
-    from transformer_course.grading.publish import write_csvs
+    from transformer_course.grading.run.publish import write_csvs
     from transformer_course.instructors.report import build_report
     from transformer_course.words import count
 
@@ -270,7 +270,7 @@ def test_counts_agree_with_their_nouns_in_the_report(tmp_path):
 def test_the_first_run_on_a_machine_says_which_solutions_it_measures(repo, monkeypatch, tmp_path):
     """What `grade` prints before its progress bar: the assignments whose solution has no measured
     seconds on this machine yet (for the worker's thread count), and none once they are kept."""
-    from transformer_course.grading import limits
+    from transformer_course.grading.notebook import limits
 
     threads = lambda: os.environ.get("OMP_NUM_THREADS", "-")  # noqa: E731 (the machine's key: its thread count)
     monkeypatch.setattr(limits, "cache_file", lambda _repo, a, version: tmp_path / threads() / f"{a.name}-{version}")
@@ -283,7 +283,7 @@ def test_the_first_run_on_a_machine_says_which_solutions_it_measures(repo, monke
 
 def _cache_for(repo, assignment, threads: int) -> Path:
     """Where a grading worker of ``threads`` threads keeps the solution's seconds (as Grader.calibrate does)."""
-    from transformer_course.grading import limits
+    from transformer_course.grading.notebook import limits
     from transformer_course.grading.version import grader_version
 
     with pytest.MonkeyPatch.context() as m:

@@ -14,8 +14,9 @@ import pytest
 from quality import attacks
 from quality.attacks import A01
 from transformer_course.cli import main
-from transformer_course.grading import batch, judge_box
-from transformer_course.grading.grade import Grader, GraderError
+from transformer_course.grading.judging import judge_box
+from transformer_course.grading.notebook.grade import Grader, GraderError
+from transformer_course.grading.run import batch
 from transformer_course.layout import ERRORS_LOG, GRADER_ERROR, SOURCE_SUFFIX, Repo
 
 from .conftest import GRADING_TIMEOUT
@@ -132,7 +133,7 @@ def test_the_guard_cell_has_its_own_timeout(repo):
     """Installing the guard imports torch: a short --timeout for students' cells must not fail it."""
     from nbformat.v4 import new_code_cell
 
-    from transformer_course.grading.nbgrader_setup import KeepGradesOnCrash
+    from transformer_course.grading.notebook.nbgrader_setup import KeepGradesOnCrash
 
     client = KeepGradesOnCrash(timeout=2)
     guard = new_code_cell("import course_reference.guard")
@@ -149,7 +150,7 @@ def test_time_is_not_a_grade(tmp_path):
     test_a_sleeping_notebook_costs_a_few_timeouts_and_a_fork_bomb_stays_in_its_sandbox.)"""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from transformer_course.grading.nbgrader_setup import PROVIDED_FACTOR, RETRY_FACTOR, KeepGradesOnCrash
+    from transformer_course.grading.notebook.nbgrader_setup import PROVIDED_FACTOR, RETRY_FACTOR, KeepGradesOnCrash
 
     flag = tmp_path / "ran-once"
     slow_first = new_code_cell(  # the first run computes past the 2 s limit; the second is quick
@@ -172,8 +173,8 @@ def test_limits_scale_with_the_solution_on_this_machine(tmp_path):
     longer than --timeout; past both tries, the message gives the cell's own limits."""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from transformer_course.grading import nbgrader_setup
-    from transformer_course.grading.nbgrader_setup import LIMIT_MULTIPLE, RETRY_FACTOR, KeepGradesOnCrash
+    from transformer_course.grading.notebook import nbgrader_setup
+    from transformer_course.grading.notebook.nbgrader_setup import LIMIT_MULTIPLE, RETRY_FACTOR, KeepGradesOnCrash
 
     def graded(source: str, grade_id: str) -> object:
         return new_code_cell(source, metadata={"nbgrader": {"solution": False, "grade": True, "grade_id": grade_id,
@@ -204,7 +205,7 @@ def test_limits_scale_with_the_solution_on_this_machine(tmp_path):
 
 def test_kept_alembic_head_is_nbgrader_own():
     """The gradebook revision kept in data/cache is the one nbgrader's alembic command gives."""
-    from transformer_course.grading import nbgrader_setup
+    from transformer_course.grading.notebook import nbgrader_setup
     nbgrader_setup.tools_on_path()
     assert nbgrader_setup.alembic_head() == nbgrader_setup.NBGRADER_ALEMBIC_VERSION()
 
@@ -244,7 +245,7 @@ def test_a_new_judge_has_what_the_earlier_test_cells_defined(repo, tmp_path, mon
     """07's solution with its judge killed inside test_train_epoch, the visible test that defines
     copy_task_batches (which greedy_decode's and beam_search's hidden checks read): the new judge of the
     next test cells defines it again, so the killed cell costs its own point and no other."""
-    from transformer_course.grading import nbgrader_setup
+    from transformer_course.grading.notebook import nbgrader_setup
 
     real = judge_box.BoxedJudge.test
     killed = []
@@ -275,9 +276,9 @@ def test_a_cells_limit_is_cpu_time_with_the_clock_as_outer_bound(tmp_path):
     limits (SECONDS_KEY) are CPU seconds, not the seconds it waited."""
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from transformer_course.grading import nbgrader_setup
-    from transformer_course.grading.cputime import WALL_FACTOR
-    from transformer_course.grading.nbgrader_setup import RETRY_FACTOR, KeepGradesOnCrash
+    from transformer_course.grading.kernel.cputime import WALL_FACTOR
+    from transformer_course.grading.notebook import nbgrader_setup
+    from transformer_course.grading.notebook.nbgrader_setup import RETRY_FACTOR, KeepGradesOnCrash
 
     def graded(source: str, grade_id: str) -> object:
         return new_code_cell(source, metadata={"nbgrader": {"solution": False, "grade": True, "grade_id": grade_id,
@@ -303,7 +304,7 @@ def test_the_cpu_clock_counts_a_process_tree_and_not_its_waiting(tmp_path):
     import subprocess
     import sys
 
-    from transformer_course.grading import cputime
+    from transformer_course.grading.kernel import cputime
 
     if not cputime.READABLE:
         pytest.skip("no /proc here: the clock's seconds stand in for CPU time")
@@ -367,8 +368,9 @@ def test_a_sleeping_notebook_costs_a_few_timeouts_and_a_fork_bomb_stays_in_its_s
     cell after them is not run, said in the reason."""
     from nbformat.v4 import new_code_cell
 
-    from transformer_course.grading import memcg, nbgrader_setup
-    from transformer_course.grading.cputime import WALL_FACTOR
+    from transformer_course.grading.kernel import memcg
+    from transformer_course.grading.kernel.cputime import WALL_FACTOR
+    from transformer_course.grading.notebook import nbgrader_setup
 
     timeout = 1
     assignment = repo.assignment(A01)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from transformer_course.cli import main
-from transformer_course.grading.handin import STUB_LINES
+from transformer_course.grading.submission.handin import STUB_LINES
 
 A01 = "01_self_attention"
 

@@ -112,7 +112,7 @@ def test_renamed_notebook_is_graded_with_a_note(graded, student):
 
 
 def test_feedback_points_at_a_wrong_upstream_exercise(repo):
-    from transformer_course.grading.grade import ExerciseResult, upstream_note
+    from transformer_course.grading.notebook.grade import ExerciseResult, upstream_note
 
     assignment = repo.assignment("03_multi_head")
     assert assignment.upstream["MultiHeadAttention"] == ["split_heads", "combine_heads"]
@@ -128,7 +128,7 @@ def test_feedback_points_at_a_wrong_upstream_exercise(repo):
 
 def test_no_upstream_note_for_an_exercise_that_never_ran(repo):
     """A cell that never ran has no mistake of its own to place (hal: os._exit in self_attention)."""
-    from transformer_course.grading.grade import ExerciseResult, upstream_note
+    from transformer_course.grading.notebook.grade import ExerciseResult, upstream_note
 
     assignment = repo.assignment("01_self_attention")
     results = [ExerciseResult("softmax", 3, 3), ExerciseResult("attention_scores", 2, 2),
@@ -156,7 +156,7 @@ def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
     import nbformat
 
     from quality import attacks
-    from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.run.batch import grade_class
 
     from .conftest import GRADING_TIMEOUT
 
@@ -182,7 +182,7 @@ def test_scores_do_not_depend_on_the_machine_load(repo, tmp_path):
 def test_feedback_cuts_a_long_message_but_never_the_note_or_the_conclusion(repo):
     """A check's message may run long (values, shapes) and is cut; the sentence that tells the
     student where the mistake is ("so this mistake is in X itself") is never cut."""
-    from transformer_course.grading.grade import MAX_FEEDBACK, ExerciseResult, compose_feedback, upstream_note
+    from transformer_course.grading.notebook.grade import MAX_FEEDBACK, ExerciseResult, compose_feedback, upstream_note
 
     assignment = repo.assignment("03_multi_head")
     long_message = "MultiHeadAttention(...): output differs " + "at index (0, 1, 2) " * 40
@@ -197,7 +197,7 @@ def test_feedback_cuts_a_long_message_but_never_the_note_or_the_conclusion(repo)
     short = compose_feedback("", "softmax(x): wrong axis.", "")
     assert short == "softmax(x): wrong axis."
     # Cut at the end of a word: "...the padded positions, wh..." left the student to guess the rest.
-    from transformer_course.grading.grade import one_line
+    from transformer_course.grading.notebook.grade import one_line
     cut = one_line("the logits differ at positions whose queries attend", 40)
     assert cut == "the logits differ at positions whose...", cut
     assert one_line("x" * 50, 20) == "x" * 17 + "..."
@@ -213,7 +213,7 @@ def test_same_answers_same_scores_under_any_threads_and_load(repo, tmp_path):
     import sys
     import tomllib
 
-    from transformer_course.grading.batch import grade_class
+    from transformer_course.grading.run.batch import grade_class
 
     from .conftest import GRADING_TIMEOUT
 
@@ -240,15 +240,15 @@ def test_same_answers_same_scores_under_any_threads_and_load(repo, tmp_path):
 def test_limits_are_measured_on_the_solution_once_per_machine(repo, tmp_path, monkeypatch):
     """The grader times the solution's cells on this machine (graded through the same path, full marks)
     and keeps them: the next grader reads them instead of grading the solution again."""
-    from transformer_course.grading import limits, nbgrader_setup
-    from transformer_course.grading.batch import grader_version
-    from transformer_course.grading.grade import Grader
+    from transformer_course.grading.notebook import limits, nbgrader_setup
+    from transformer_course.grading.notebook.grade import Grader
+    from transformer_course.grading.run.batch import grader_version
 
     assignment = repo.assignment("01_self_attention")
     cache = limits.cache_file(repo, assignment, grader_version(repo))
     cache.unlink(missing_ok=True)
     monkeypatch.setattr(nbgrader_setup, "SOLUTION_SECONDS", {})  # this process: nothing measured yet
-    import transformer_course.grading.grade as grade_module
+    import transformer_course.grading.notebook.grade as grade_module
     monkeypatch.setattr(grade_module, "SOLUTION_SECONDS", nbgrader_setup.SOLUTION_SECONDS)
     seconds = Grader(tmp_path / "a", repo, 60, only=assignment.name).calibrate(assignment)
     tests = {t.grade_id for t in assignment.tests}
@@ -268,10 +268,10 @@ def test_a_solution_that_lost_points_is_timed_once_and_reported_to_instructors_o
     """A busy machine can cost the solution points (a cell killed at its limit): its seconds are kept
     all the same (a student's next check does not grade it again), and the shortfall is printed to
     whoever grades a class at each run, never to a student checking their own notebook."""
-    from transformer_course.grading import grade as grade_module
-    from transformer_course.grading import limits, nbgrader_setup
-    from transformer_course.grading.batch import grader_version
-    from transformer_course.grading.grade import ExerciseResult, Grader, SubmissionResult
+    from transformer_course.grading.notebook import grade as grade_module
+    from transformer_course.grading.notebook import limits, nbgrader_setup
+    from transformer_course.grading.notebook.grade import ExerciseResult, Grader, SubmissionResult
+    from transformer_course.grading.run.batch import grader_version
 
     assignment = repo.assignment("01_self_attention")
     cache = limits.cache_file(repo, assignment, grader_version(repo))
@@ -319,7 +319,7 @@ def test_written_answers_await_the_instructor_then_show_the_points_given(graded,
     from nbgrader.api import Gradebook
 
     from transformer_course.cli import main
-    from transformer_course.grading.classbook import ClassBook
+    from transformer_course.grading.run.classbook import ClassBook
 
     a01 = "01_self_attention"
     out = tmp_path / "out"
@@ -435,7 +435,7 @@ def test_the_formgraders_submissions_page_shows_hand_ins_as_graded_and_its_autog
     import sys
 
     from quality.attacks import A01
-    from transformer_course.grading.nbgrader_setup import FORMGRADER_REFUSAL
+    from transformer_course.grading.notebook.nbgrader_setup import FORMGRADER_REFUSAL
 
     results, out = graded
     handed_in = {s: r for (s, a), r in results.items() if a == A01 and r.status in ("graded", "crashed")}

@@ -1,4 +1,4 @@
-"""Every file of an assignment folder is accounted for (grading/handin.py): a notebook is recognised by
+"""Every file of an assignment folder is accounted for (grading/submission/handin.py): a notebook is recognised by
 its released cells, not by its name; a renamed one is graded with a note, extra ones are named, another
 assignment's notebook is ``wrong-notebook`` and other files alone are ``not-a-notebook`` (neither sent
 to a kernel), an empty folder stays ``missing``, and the run ends with one block listing them."""
@@ -15,9 +15,9 @@ import shutil
 import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
-from transformer_course.grading.batch import grade_class
-from transformer_course.grading.classbook import ClassBook
-from transformer_course.grading.handin import Releases, find_submission
+from transformer_course.grading.run.batch import grade_class
+from transformer_course.grading.run.classbook import ClassBook
+from transformer_course.grading.submission.handin import Releases, find_submission
 
 from .conftest import GRADING_TIMEOUT
 

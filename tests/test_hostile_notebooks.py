@@ -1,6 +1,6 @@
-"""The readers of a hand-in (grading/handin.py's recognition, grading/grade.py's read_submission) never
-raise for what a notebook holds, and say why they will not grade one: generated notebook JSON (any
-depth, shape, types, encodings, duplicate keys, nbformat versions, cell ids, metadata junk) fed to
+"""The readers of a hand-in (grading/submission/handin.py's recognition, grading/notebook/grade.py's
+read_submission) never raise for what a notebook holds, and say why they will not grade one: generated
+notebook JSON (any depth, shape, types, encodings, duplicate keys, nbformat versions, cell ids, metadata junk) fed to
 them in-process, no kernel. And the listed cases of issue 58: a hard link is refused like a symbolic
 link, a notebook holding another assignment's cells beside its own is graded, a cell id past nbformat's
 limit and a notebook over the cell cap are invalid before nbgrader runs, JSON a thousand levels deep is
@@ -24,9 +24,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from transformer_course.grading import intake
-from transformer_course.grading.grade import read_submission
-from transformer_course.grading.handin import NOT_GRADED, Releases, find_submission
+from transformer_course.grading.notebook.grade import read_submission
+from transformer_course.grading.submission import intake
+from transformer_course.grading.submission.handin import NOT_GRADED, Releases, find_submission
 
 A, C = "01_self_attention", "03_multi_head"
 NB = f"{A}.ipynb"

@@ -24,8 +24,8 @@ import pytest
 from nbgrader.api import Gradebook
 
 from quality.attacks import A01
-from transformer_course.grading.batch import grade_class
-from transformer_course.grading.spreadsheet import FORMULA_START, csv_text, original, safe_cell
+from transformer_course.grading.output.spreadsheet import FORMULA_START, csv_text, original, safe_cell
+from transformer_course.grading.run.batch import grade_class
 from transformer_course.instructors.report import build_report
 
 from .conftest import GRADING_TIMEOUT

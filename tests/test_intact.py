@@ -1,4 +1,4 @@
-"""Cell metadata put back from the release (transformer_course.grading.intact), in-process; the same edits
+"""Cell metadata put back from the release (transformer_course.grading.submission.intact), in-process; the same edits
 are graded through the real path in tests/test_tamper.py (attacks t_grade_off ... t_extra_graded_cell)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import copy
 import nbformat
 import pytest
 
-from transformer_course.grading.intact import restore_metadata, tamper_note
+from transformer_course.grading.submission.intact import restore_metadata, tamper_note
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import shutil
 
 import pytest
 
-from transformer_course.grading import intake
-from transformer_course.grading.batch import grade_class
+from transformer_course.grading.run.batch import grade_class
+from transformer_course.grading.submission import intake
 from transformer_course.instructors.deadlines import load as load_deadlines
 
 from .conftest import GRADING_TIMEOUT

@@ -11,9 +11,10 @@ import textwrap
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from transformer_course.grading.judge import Link, run_test
-from transformer_course.grading.nbgrader_setup import trusted_tests
-from transformer_course.grading.workarea import judged, kernel_copy_ignore
+from transformer_course.grading.judging.judge import run_test
+from transformer_course.grading.judging.link import Link
+from transformer_course.grading.notebook.nbgrader_setup import trusted_tests
+from transformer_course.grading.notebook.workarea import judged, kernel_copy_ignore
 
 SOFTMAX = ("def softmax(x, dim=-1):\n    e = (x - x.amax(dim, keepdim=True)).exp()\n"
            "    return e / e.sum(dim, keepdim=True)\n")
@@ -144,7 +145,7 @@ def test_a_lent_function_runs_here_with_its_gradient(kernel):
     _, kc, link = kernel
     define(kc, "import torch\ndef twice(x):\n    return helper(x) * 2\ndef helper(x):\n    return x - 100\n")
     assert judge(link, """
-        from transformer_course.grading.judge import Namespace
+        from transformer_course.grading.judging.judge import Namespace
         ns = globals()
         with ns.lend({"helper": lambda x: x.square()}):
             x = torch.tensor([1.0, 3.0], requires_grad=True)
@@ -448,7 +449,7 @@ def test_sizes_from_the_kernel_are_bounded_before_any_copy(kernel):
     """A stride-0 tensor (a few bytes sent, gigabytes once copied) and a lent reference called at a
     size no test uses are refused; the RNG state a lent class is built with is the kernel's for that
     call only."""
-    from transformer_course.grading import lending
+    from transformer_course.grading.judging import lending
 
     _, kc, link = kernel
     define(kc, """
@@ -525,7 +526,7 @@ def test_a_lent_call_counts_the_defaults_and_the_tensors_it_multiplies(repo, mon
     times a d_model of 2^17, repeat_kv's n_rep times its tensor; a float parameter (a base) is no size."""
     import torch
 
-    from transformer_course.grading import lending
+    from transformer_course.grading.judging import lending
 
     monkeypatch.syspath_prepend(str(repo.reference))
     from course_reference import nb05_positional_encoding as nb05
@@ -604,13 +605,14 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     literal is read without running anything, and only plain values pass."""
     import torch
 
-    from transformer_course.grading import lending, recorder
+    from transformer_course.grading.judging import lending
+    from transformer_course.grading.kernel import wire
 
     for value in [{"op": "call", "h": 3, "args": [4000, 512, (1, -0.0, 2**70)], "kwargs": {"x": None}},
                   {"ok": 6.987712429686844e-04}, [True, "é\n'\"", {1: [], "a": ()}]]:
-        text = recorder.encode(value)
-        assert text.startswith(recorder.LITERAL), text
-        for read in (recorder.decode, lending.decode):
+        text = wire.encode(value)
+        assert text.startswith(wire.LITERAL), text
+        for read in (wire.decode, lending.decode):
             back = read(text)
             assert back == value and repr(back) == repr(value)
 
@@ -621,15 +623,15 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     deep: list = []
     for _ in range(40):
         deep = [deep]
-    assert not recorder.plain({"ok": Count(3)})  # its repr would run code where it is read
+    assert not wire.plain({"ok": Count(3)})  # its repr would run code where it is read
     for value in [{"ok": torch.ones(2)}, {"ok": float("nan")}, deep, list(range(3000)), {"ok": torch.float32}]:
-        assert not recorder.encode(value).startswith(recorder.LITERAL), value
-        assert recorder.decode(recorder.encode(value)) is not None
+        assert not wire.encode(value).startswith(wire.LITERAL), value
+        assert wire.decode(wire.encode(value)) is not None
     hostile = ["__import__('os').system('true')", "[1] * 10", "[" * 500 + "]" * 500, "{1, 2}", "{(1,): 2}",
                "b'x'", "1j", "[" * 40 + "]" * 40, repr(list(range(20000)))]
     for text in hostile:
         with pytest.raises(ValueError):
-            lending.decode(recorder.LITERAL + text)
+            lending.decode(wire.LITERAL + text)
 
 
 def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
@@ -640,13 +642,14 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
     shape it names and exactly its share of the bytes, or refused."""
     import torch
 
-    from transformer_course.grading import lending, recorder
+    from transformer_course.grading.judging import lending
+    from transformer_course.grading.kernel import wire
 
     message = {"callback": "#0", "args": [torch.randn(3, 4), torch.arange(6).reshape(2, 3), torch.tensor(2.5)],
                "kwargs": {"mask": torch.tensor([[True, False]]), "half": torch.randn(2).to(torch.bfloat16),
                           "empty": torch.empty(0, 5), "n": 3}, "grads": [None, torch.ones(1, dtype=torch.float64)]}
-    text = recorder.encode(message)
-    assert text.startswith(recorder.TENSORS), text[:20]
+    text = wire.encode(message)
+    assert text.startswith(wire.TENSORS), text[:20]
 
     def same(a, b) -> bool:
         if isinstance(a, torch.Tensor):
@@ -658,7 +661,7 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
             return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
         return type(a) is type(b) and a == b
 
-    for read in (recorder.decode, lending.decode):
+    for read in (wire.decode, lending.decode):
         assert same(message, read(text))
     base = torch.randn(4, 4)
     shared = [base, base.view(16)]
@@ -667,11 +670,11 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
     for value in [{"a": base.t()}, {"a": base[1]}, {"a": shared}, [base, base], {"a": torch.nn.Parameter(base)},
                   {"a": base.clone().requires_grad_()}, {"a": tagged}, {"a": base, "b": float("nan")},
                   {"a": base, "d": torch.float32}, {"a": torch.randn(2) + 1j}]:
-        text = recorder.encode(value)
-        assert text[0] not in (recorder.TENSORS, recorder.LITERAL), value
-        back = recorder.decode(text)
+        text = wire.encode(value)
+        assert text[0] not in (wire.TENSORS, wire.LITERAL), value
+        back = wire.decode(text)
         assert isinstance(back, list | dict)
-    twice = recorder.decode(recorder.encode([base, base]))
+    twice = wire.decode(wire.encode([base, base]))
     assert twice[0] is twice[1]  # one tensor, as it was sent
     four = "AAAA"  # three bytes, base64
     hostile = [f"{four}|(b'0', [['torch.float32', [1]]])",  # 4 bytes named, 3 sent
@@ -683,8 +686,8 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
                "|(b'0', [['torch.float32', [1073741824, 1073741824]]])", four]
     for text in hostile:
         with pytest.raises(ValueError):
-            lending.decode(recorder.TENSORS + text)
-    assert lending.decode(f"{recorder.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
+            lending.decode(wire.TENSORS + text)
+    assert lending.decode(f"{wire.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
 
 
 def test_a_comprehension_of_calls_goes_to_the_kernel_at_once_and_acts_as_one_call_each(kernel):

@@ -1,5 +1,6 @@
-"""The package's layout shows the pipeline: subpackages by role, no import cycle between modules, and
-the quality suite (quality/, catalogue/) outside it, never imported by it."""
+"""The package's layout shows the pipeline: subpackages by role, the grader's by stage, no import cycle
+between modules, no stage importing a later one, and the quality suite (quality/, catalogue/) outside
+it, never imported by it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "transformer_course"
 TOP = {"transformer_course", "transformer_course.cli", "transformer_course.layout", "transformer_course.words"}
 ROLES = {"course", "grading", "instructors", "lms"}
+GRADING = "transformer_course.grading"
+# The grader's stages, in the order a hand-in goes through them: each imports only those before it,
+# and what every stage uses (BASE). The top of grading/ holds BASE's modules and the check server.
+STAGES = ("submission", "kernel", "judging", "notebook", "run")
+BASE = ("output", "version", "stop")
+GRADING_TOP = {"version", "stop", "check_server"}
 
 
 def modules() -> dict[str, Path]:
@@ -85,6 +92,36 @@ def test_every_module_has_its_role_and_the_package_never_imports_the_quality_sui
             assert not [m for m in found if m.split(".")[0] == "quality"], f"{name} imports the quality suite"
     assert any(m.startswith("transformer_course.grading") for m in edges["transformer_course.cli"])
     assert (PACKAGE.parents[1] / "quality" / "catalogue.py").is_file()
+
+
+def _stage(module: str) -> str:
+    """The stage (or BASE's part, or a top module's name) of a module of grading/."""
+    return module.removeprefix(GRADING + ".").split(".")[0]
+
+
+def test_the_grading_package_is_laid_out_by_stage():
+    found = [m for m in modules() if m.startswith(GRADING + ".")]
+    top = {m.removeprefix(GRADING + ".") for m in found if m.count(".") == 2} - {*STAGES, "output"}
+    assert top == GRADING_TOP and len(top) + 1 <= 12  # (and __init__.py)
+    for module in found:
+        assert _stage(module) in {*STAGES, *BASE, *GRADING_TOP}, f"{module}: put it in one of {STAGES + BASE}"
+        assert module.count(".") <= 3, f"{module}: one level of stages"
+    for part in [*STAGES, "output"]:
+        init = PACKAGE / "grading" / part / "__init__.py"
+        named = set(ast.get_docstring(ast.parse(init.read_text())).split("`")[1::2])  # :mod:`.name`
+        own = {f".{p.stem}" for p in init.parent.glob("*.py") if p.stem != "__init__"}
+        assert own <= named, f"{part}/__init__.py: name {sorted(own - named)} in the stage's list"
+
+
+def test_no_stage_of_the_grader_imports_a_later_one():
+    allowed = {s: {*STAGES[:i + 1], *BASE} for i, s in enumerate(STAGES)}
+    allowed |= {"output": {"output"}, "version": set(), "stop": set(), "check_server": {*STAGES, *BASE}}
+    for module, imported in graph().items():
+        if not module.startswith(GRADING + "."):
+            continue
+        for other in imported:
+            if other.startswith(GRADING + ".") and _stage(other) != _stage(module):
+                assert _stage(other) in allowed[_stage(module)], f"{module} imports {other}: a later stage"
 
 
 def test_the_linter_knows_the_names_an_answer_cell_sees_and_no_others(repo):

@@ -426,7 +426,7 @@ def test_what_the_lms_says_of_a_member_reaches_the_roster_as_text(tmp_path_facto
 
 
 def test_names_from_the_lms_keep_the_roster_files_other_columns_and_a_hand_row_survives_its_spelling(tmp_path):
-    from transformer_course.grading.spreadsheet import read_rows
+    from transformer_course.grading.output.spreadsheet import read_rows
 
     path = tmp_path / "roster.csv"
     path.write_text("student_id,name,email\nada,,ada@school.edu\nben,Ben O,ben@school.edu\n")

@@ -18,9 +18,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from transformer_course.grading.classbook import ClassBook, rubric_cell, rubrics, with_rubrics
-from transformer_course.grading.nbgrader_setup import RUBRIC_KEY, DropRubrics
-from transformer_course.grading.publish import COMMENT, WRITTEN, refresh_written
+from transformer_course.grading.notebook.nbgrader_setup import RUBRIC_KEY, DropRubrics
+from transformer_course.grading.run.classbook import ClassBook, rubric_cell, rubrics, with_rubrics
+from transformer_course.grading.run.publish import COMMENT, WRITTEN, refresh_written
 
 A01 = "01_self_attention"
 STUDENT = "dev"

@@ -13,7 +13,7 @@ import pytest
 
 from quality import attacks
 from quality.attacks import A01
-from transformer_course.grading import forkserver, memcg, sandbox
+from transformer_course.grading.kernel import forkserver, memcg, sandbox
 
 from .conftest import GRADING_TIMEOUT, ROOT
 
@@ -25,8 +25,8 @@ from .conftest import GRADING_TIMEOUT, ROOT
 GRADE = """
 import json, resource, sys
 from pathlib import Path
-from transformer_course.grading import kernels
-from transformer_course.grading.batch import grade_class
+from transformer_course.grading.kernel import kernels
+from transformer_course.grading.run.batch import grade_class
 from transformer_course.layout import Repo
 if sys.argv[2] == "unbounded":
     kernels.MAX_KERNEL_MESSAGE = -1

@@ -1,5 +1,5 @@
 """What a student writes keeps no id, class, style, event handler or remote resource in a page
-(src/transformer_course/grading/sanitise.py): generated hostile markdown and HTML (tags, attributes,
+(src/transformer_course/grading/output/sanitise.py): generated hostile markdown and HTML (tags, attributes,
 URLs with schemes in any case, entities, whitespace and control characters), cleaned in-process and
 read back with html.parser. Also the outputs' metadata and MathJax's attribute macros. Fast: no kernel,
 no grading; `HYPOTHESIS_PROFILE=long` for a longer run.
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
 
-from transformer_course.grading import sanitise
-from transformer_course.grading.sanitise import ATTRIBUTES, TAGS, clean_html, render_markdown
+from transformer_course.grading.output import sanitise
+from transformer_course.grading.output.sanitise import ATTRIBUTES, TAGS, clean_html, render_markdown
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
 IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]*")

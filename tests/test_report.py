@@ -95,7 +95,7 @@ from pathlib import Path  # noqa: E402
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from transformer_course.grading.grade import ExerciseResult, SubmissionResult  # noqa: E402
+from transformer_course.grading.notebook.grade import ExerciseResult, SubmissionResult  # noqa: E402
 from transformer_course.instructors import roster  # noqa: E402
 
 HOSTILE_NAMES = ["<script>alert(1)</script>", "\u202eexe.gnp", "Ada\u2066 \u2069Lovelace", "x" * 10_000,
@@ -132,8 +132,8 @@ def test_a_name_is_shown_cleaned_escaped_and_isolated(name, student):
     """Any name: cleaned (twice is once), on a page only inside <bdi> (no element of its own), its text as
     cleaned; the feedback page's heading idempotent, the late banner kept below it; roster.csv round-trips it
     and no cell of it starts as a formula."""
-    from transformer_course.grading.publish import late_banner
-    from transformer_course.grading.spreadsheet import FORMULA_START
+    from transformer_course.grading.output.spreadsheet import FORMULA_START
+    from transformer_course.grading.run.publish import late_banner
     from transformer_course.instructors.deadlines import load as load_deadlines
 
     clean = roster.cleaned(name)
@@ -188,7 +188,7 @@ def test_a_roster_is_read_by_column_name_and_the_run_takes_the_first_found(tmp_p
 
 
 def test_the_run_table_shows_names_sorted_by_name_and_nothing_a_terminal_runs():
-    from transformer_course.grading.grade import score_table
+    from transformer_course.grading.notebook.grade import score_table
 
     results = [SubmissionResult(s, "01_self_attention", "graded", exercises=[ExerciseResult("softmax", 3.0, 3.0)])
                for s in ("10001", "10002", "10003", "10004")]
@@ -202,7 +202,7 @@ def test_the_run_table_shows_names_sorted_by_name_and_nothing_a_terminal_runs():
 
 def _made_up_class(out: Path) -> dict[str, str]:
     """results.json of three students (one excused, one extended, one late) and their hostile names in roster.csv."""
-    from transformer_course.grading.publish import write_csvs
+    from transformer_course.grading.run.publish import write_csvs
 
     def result(student, score, **late):
         return SubmissionResult(student, "01_self_attention", "graded", "",
@@ -261,7 +261,7 @@ def test_a_run_keeps_the_names_for_report_and_warns_of_a_student_the_deadlines_n
     """Through the command, without kernels (every notebook recorded as not handed in): the names of
     students.csv in the table and OUT/roster.csv, bob excused by excused.csv, a typo in [excused] warned of."""
     from transformer_course.cli import main
-    from transformer_course.grading import batch
+    from transformer_course.grading.run import batch
 
     monkeypatch.setattr(batch, "grade_task", lambda root, limits, threads, work_root, task: batch._missing(
         task, next(a for a in batch.Repo(Path(root)).assignments() if a.name == task.assignment)))

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from transformer_course.grading import batch
-from transformer_course.grading.batch import grade_class
+from transformer_course.grading.run import batch
+from transformer_course.grading.run.batch import grade_class
 
 from .conftest import GRADING_TIMEOUT
 
@@ -82,12 +82,12 @@ def test_a_change_in_the_grader_code_regrades(repo, tmp_path, monkeypatch):
     """Records of an earlier run are kept only while nothing that decides a grade changed, the
     grader's own code included (a fixed grader must not keep the grades of the broken one)."""
     package = tmp_path / "transformer_course"
-    shutil.copytree(batch.__file__.rsplit("/", 1)[0], package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(batch.__file__.rsplit("/", 2)[0], package, ignore=shutil.ignore_patterns("__pycache__"))
     from transformer_course.grading import version
 
     monkeypatch.setattr(version, "__file__", str(package / "version.py"))
     before = batch.grader_version(repo, 60)
     assert batch.grader_version(repo, 60) == before
-    judge = package / "judge.py"
+    judge = package / "judging" / "judge.py"
     judge.write_text(judge.read_text() + "\n# changed\n")
     assert batch.grader_version(repo, 60) != before

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from transformer_course.grading import limits
+from transformer_course.grading.notebook import limits
 from transformer_course.grading.version import grader_version
 
 from .conftest import GRADING_TIMEOUT, ROOT

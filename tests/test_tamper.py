@@ -19,9 +19,10 @@ import pytest
 from quality import attacks
 from quality.attacks import A01, NO_SOFTMAX, WRONG_SOFTMAX
 from transformer_course.cli import main
-from transformer_course.grading import forkserver, judge_box, sandbox
-from transformer_course.grading.batch import grade_class, output_lock
-from transformer_course.grading.nbgrader_setup import TOKEN_MIME, guard_token
+from transformer_course.grading.judging import judge_box
+from transformer_course.grading.kernel import forkserver, sandbox
+from transformer_course.grading.notebook.nbgrader_setup import TOKEN_MIME, guard_token
+from transformer_course.grading.run.batch import grade_class, output_lock
 
 from .conftest import ATTACK_TIMEOUT, GRADING_TIMEOUT
 
@@ -88,7 +89,7 @@ def test_the_sandbox_holds_no_reference_of_the_notebook(tampered):
     """A notebook that reads every file its kernel can see (the whole machine as the sandbox shows
     it) finds no reference, solution or checks of notebook 01: its kernel sees the operating
     system and the Python environment only, and notebook 01's checks and reference stay in the
-    grader's process (transformer_course.grading.judge). The paths it found are in the message."""
+    grader's process (transformer_course.grading.judging.judge). The paths it found are in the message."""
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_search_reference" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
@@ -116,7 +117,7 @@ def test_grader_cells_and_tokens_do_not_reach_the_student(tampered):
 
 def test_hidden_tests_do_not_reach_the_kernel_as_cell_source(tampered):
     """An input transformer sees each cell's code before it runs; a judged notebook's test cells
-    never run in the kernel (transformer_course.grading.judge), so it sees none of their code."""
+    never run in the kernel (transformer_course.grading.judging.judge), so it sees none of their code."""
     _, out = tampered
     nb = nbformat.read(out / "nbgrader" / "autograded" / "t_peek_at_cells" / A01 / f"{A01}.ipynb", as_version=4)
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
@@ -374,7 +375,7 @@ def test_forked_kernel_outputs_what_a_fresh_one_does(repo, tmp_path, monkeypatch
     into the forked kernel's shell) and the same points, forked or started fresh."""
     import tempfile as _tempfile
 
-    from transformer_course.grading.grade import Grader
+    from transformer_course.grading.notebook.grade import Grader
 
     def shapes(nb):
         return [[(o.get("output_type"), o.get("name"), sorted(o.get("data", {}))) for o in c.get("outputs", [])]

@@ -1,4 +1,4 @@
-"""Verdicts outside the kernel (transformer_course.grading.verify): the grader runs each hidden test on
+"""Verdicts outside the kernel (transformer_course.grading.notebook.verify): the grader runs each hidden test on
 the reference in its own process and compares the values the kernel recorded with those."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import nbformat
 import pytest
 import torch
 
-from transformer_course.grading import verify
-from transformer_course.grading.nbgrader_setup import _grade_id, _is_test
+from transformer_course.grading.notebook import verify
+from transformer_course.grading.notebook.nbgrader_setup import _grade_id, _is_test
 
 # Hidden tests whose checks are statistical properties of the student's own outputs (dropout
 # rates, two runs that must differ), with no reference value to compare outside.

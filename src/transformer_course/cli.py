@@ -62,15 +62,15 @@ def _traceback(args: argparse.Namespace) -> None:
 
 def _what(exc: BaseException, fault: object) -> str:
     """What happened, in words: the storage fault, else the exception in one line."""
-    from transformer_course.grading.grade import one_line
+    from transformer_course.grading.notebook.grade import one_line
 
     return fault.what() if fault is not None else one_line(f"{type(exc).__name__}: {exc}", 300)
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from transformer_course.grading.batch import OutputBusy, grade_class, selected
-    from transformer_course.grading.faults import fault_of, kept_line, resume_hint
-    from transformer_course.grading.grade import score_table
+    from transformer_course.grading.notebook.grade import score_table
+    from transformer_course.grading.run.batch import OutputBusy, grade_class, selected
+    from transformer_course.grading.run.faults import fault_of, kept_line, resume_hint
     from transformer_course.instructors import roster
     from transformer_course.instructors.deadlines import EXCUSED_CSV
     from transformer_course.instructors.deadlines import load as load_deadlines
@@ -129,7 +129,7 @@ def _grade(args: argparse.Namespace) -> int:
     failed = [r for r in results if r.status == GRADER_ERROR]
     if failed:
         # Loud and last: these rows are the grader's failure, not the students' grades.
-        from transformer_course.grading.batch import KILLED
+        from transformer_course.grading.run.batch import KILLED
 
         killed = sum(KILLED in r.reason for r in failed)
         print(f"\n{len(failed)} notebook{'s' if len(failed) != 1 else ''} could not be graded because of a "
@@ -143,7 +143,8 @@ def _grade(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     import tempfile
 
-    from transformer_course.grading import check_server, workarea
+    from transformer_course.grading import check_server
+    from transformer_course.grading.notebook import workarea
 
     repo = Repo()
     notebook = _user_path(args.notebook)
@@ -155,7 +156,7 @@ def _check(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="tc-check-") as tmp:
         work = Path(tmp) / "nbgrader"
         workarea.create(work, repo)  # its kernel template imports torch while the grader's modules import
-        from transformer_course.grading.grade import check, check_report
+        from transformer_course.grading.notebook.grade import check, check_report
 
         result = check(notebook, repo, timeout=args.timeout, work=work, created=True)
     text, code = check_report(result, repo, args.json)
@@ -174,7 +175,7 @@ def _gradescope(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from transformer_course.grading.faults import check_writable, fault_of, resume_hint
+    from transformer_course.grading.run.faults import check_writable, fault_of, resume_hint
     from transformer_course.instructors.report import build_report
 
     out = Path(args.out)

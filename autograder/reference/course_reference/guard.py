@@ -4,7 +4,7 @@ nbgrader decides a test cell's points from its outputs alone (an error output = 
 points), in the same Python process as the student's code. So an answer cell could
 replace ``torch.allclose``, the checks, IPython's traceback display or the hidden
 reference, and failing tests would look like passing ones. The grader therefore
-(``transformer_course.grading.nbgrader_setup.GuardNotebook``):
+(``transformer_course.grading.notebook.nbgrader_setup.GuardNotebook``):
 
 1. runs :func:`install` in a cell of its own before any student code: resource limits,
    a snapshot of the functions and hooks that tests rely on, the hidden reference taken
@@ -341,7 +341,7 @@ def install(ns: dict, name: str, secret_file: str, memory_mb: int = 0, cpu_s: in
     secret, tests = bytes.fromhex(given["secret"]), dict(given["tests"])
     _limit(memory_mb, cpu_s)
     with _quiet():
-        # Checks of judged notebooks are not in the kernel's copy (transformer_course.grading.judge).
+        # Checks of judged notebooks are not in the kernel's copy (transformer_course.grading.judging.judge).
         for module in sorted(Path(_HERE, "checks").glob("nb[0-9][0-9].py")):
             importlib.import_module(f"{PACKAGE}.checks.{module.stem}")
     snapshot = _Snapshot()

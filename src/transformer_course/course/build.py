@@ -21,9 +21,9 @@ from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 from nbgrader.preprocessors import ClearHiddenTests
 from tqdm.auto import tqdm
 
+from transformer_course.grading.notebook.nbgrader_setup import KERNEL_ARGS, generated_course
+from transformer_course.grading.notebook.workarea import environ
 from transformer_course.layout import BLOCKS_MODULE, TRAIN_CONFIG_ENV, Assignment, Repo, read_source
-from transformer_course.grading.nbgrader_setup import KERNEL_ARGS, generated_course
-from transformer_course.grading.workarea import environ
 
 SOLUTION_MARKER = re.compile(r"^\s*### (BEGIN|END) SOLUTION\s*$")
 BUILD_KEY = "course_build"  # solution notebook metadata: the digest of the inputs it ran with

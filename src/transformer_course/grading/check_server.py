@@ -174,8 +174,8 @@ def serve(root: Path, timeout: int, name: str) -> None:
         try:
             record.write_text(json.dumps({"pid": os.getpid(), "root": str(repo.root)}))
             server.listen(8)
-            from transformer_course.grading import workarea
-            from transformer_course.grading.grade import Grader
+            from transformer_course.grading.notebook import workarea
+            from transformer_course.grading.notebook.grade import Grader
 
             work = Path(tmp) / "nbgrader"
             workarea.create(work, repo)
@@ -206,8 +206,8 @@ def serve(root: Path, timeout: int, name: str) -> None:
             with contextlib.suppress(OSError, ValueError):
                 if json.loads(record.read_text()).get("pid") == os.getpid():
                     record.unlink()
-            if "transformer_course.grading.forkserver" in sys.modules:  # its kernel templates mount the folder
-                sys.modules["transformer_course.grading.forkserver"].stop_all()  # about to be removed
+            if "transformer_course.grading.kernel.forkserver" in sys.modules:  # its kernel templates mount the folder
+                sys.modules["transformer_course.grading.kernel.forkserver"].stop_all()  # about to be removed
 
 
 def _bind(server: socket.socket, path: Path) -> bool:
@@ -239,7 +239,7 @@ def _listening(path: Path) -> bool:
 def _answer(conn: socket.socket, repo: Repo, grader: Any) -> dict[str, Any] | None:
     """The answer to the request on ``conn``: a check's printed text and exit code, ``broken`` where the
     grader failed (the client then checks from nothing), None for a connection that asked nothing."""
-    from transformer_course.grading.grade import assignment_of, check_report, check_with
+    from transformer_course.grading.notebook.grade import assignment_of, check_report, check_with
 
     try:
         if not _peer_is_me(conn):

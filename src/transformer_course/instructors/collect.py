@@ -71,7 +71,7 @@ and arrives in one rename: a student's folder is complete or absent, whatever fa
 one that inflates past its cap: the bytes are counted while written). A fault of ``--into`` itself
 (read-only, full, not a folder) stops the step with one line (:class:`CollectError`); the students
 written before it are complete. ``students.csv`` goes through the spreadsheet-safe writer
-(``grading/spreadsheet.py``): a name that starts with ``=`` is text.
+(``grading/output/spreadsheet.py``): a name that starts with ``=`` is text.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.spreadsheet import csv_text, original, read_rows
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.spreadsheet import csv_text, original, read_rows
 from transformer_course.lms import times as lms_times
 
 LAYOUTS = ("canvas", "moodle", "classroom", "nbgrader")

@@ -476,7 +476,7 @@ def _excused_csv(path: Path, known: list[str] | None) -> dict[tuple[str, str], s
     """
     import csv
 
-    from transformer_course.grading.spreadsheet import read_rows
+    from transformer_course.grading.output.spreadsheet import read_rows
 
     try:
         rows = read_rows(path)
@@ -588,7 +588,7 @@ def _stamp(folder: Path) -> tuple[dt.datetime | None, str]:
     """``timestamp.txt``'s time (UTC), or None and what kept it from being read (a flag), or None and
     "" where there is none. Read as the notebook is: nothing below SUBMITTED/<student> followed, at
     most :data:`MAX_TIMESTAMP_BYTES` (a bigger file is not read at all)."""
-    from transformer_course.grading import intake
+    from transformer_course.grading.submission import intake
 
     stamp = folder / TIMESTAMP
     kind = intake.describe(stamp)
@@ -681,7 +681,7 @@ def submitted_at(folder: Path | None, notebook: Path | None, window: Window | No
     without a time (an LMS download's flag, instructors/collect.py) decides: on time, or late with
     its time unknown (flagged, no penalty). Never raises, whatever ``timestamp.txt`` or ``times.csv``
     holds: what cannot be read is flagged and the file's time is used."""
-    from transformer_course.grading import intake
+    from transformer_course.grading.submission import intake
 
     try:
         row = _lms_time(folder) if folder is not None else None

@@ -20,9 +20,11 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from transformer_course.grading import boundary, forkserver, intake
-from transformer_course.grading.grade import Grader, SubmissionResult, grader_failure, zero_scores
-from transformer_course.grading.handin import Releases, find_submission
+from transformer_course.grading.kernel import forkserver
+from transformer_course.grading.notebook.grade import Grader, SubmissionResult, grader_failure, zero_scores
+from transformer_course.grading.run import boundary
+from transformer_course.grading.submission import intake
+from transformer_course.grading.submission.handin import Releases, find_submission
 from transformer_course.layout import Assignment, Repo
 
 RELEASES = "releases.json"  # in the bundle's repository root: see _releases
@@ -121,7 +123,7 @@ def results_json(result: SubmissionResult, note: str, visibility: str, written: 
 def run(root: Path, assignment_name: str, timeout: int = 60, visibility: str = "visible") -> dict:
     """Grade ``ROOT/submission`` and write ``ROOT/results/results.json``; never raises for
     anything the submission holds: the whole of one submission's grading is its boundary
-    (:mod:`~transformer_course.grading.boundary`), and what fails in it is said in the file, at 0 points
+    (:mod:`~transformer_course.grading.run.boundary`), and what fails in it is said in the file, at 0 points
     (``invalid`` or ``refused`` where the upload cannot be read, else the grader's failure)."""
     repo = Repo()
     assignment = repo.assignment(assignment_name)

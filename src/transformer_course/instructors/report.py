@@ -184,7 +184,7 @@ def build_report(out: Path, roster_file: Path | None = None) -> Path:
     names = roster.for_run(out=out, roster=roster_file)
     results = _load(out)
     if (out / "nbgrader" / "gradebook.db").is_file():  # the instructor's points since the last `grade`
-        from transformer_course.grading.publish import refresh_written
+        from transformer_course.grading.run.publish import refresh_written
         from transformer_course.layout import Repo
 
         refresh_written(out, Repo())

@@ -21,8 +21,8 @@ import html
 import unicodedata
 from pathlib import Path
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.spreadsheet import csv_text, read_rows
 
 STUDENTS_CSV = "students.csv"  # collect's, beside SUBMITTED
 KEPT = "roster.csv"  # in OUT: the names of the last `grade`

@@ -44,7 +44,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from transformer_course.grading.spreadsheet import write_rows
+from transformer_course.grading.output.spreadsheet import write_rows
 from transformer_course.instructors.deadlines import instant, show  # in the due date's zone, as results.json keeps it
 from transformer_course.instructors.equivalent import as_written as canonical  # the fingerprints' layout
 from transformer_course.instructors.roster import SORTABLE, label, label_html, name_html

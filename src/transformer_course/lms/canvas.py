@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.spreadsheet import csv_text, read_rows
 from transformer_course.lms import push, times
 
 SOURCE = "canvas api"  # times.csv's source of a time read here

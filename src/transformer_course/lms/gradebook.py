@@ -56,8 +56,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.spreadsheet import safe_cell
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.spreadsheet import safe_cell
 
 CANVAS_STUDENT_COLUMNS = ("ID", "SIS Login ID", "Section")  # every export has these (and Student, or its halves)
 CANVAS_ASSIGNMENT = re.compile(r"^(?P<title>.*\S)\s*\((?P<id>\d+)\)$")

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.spreadsheet import csv_text, read_rows
 from transformer_course.instructors.roster import KEPT, STUDENTS_CSV, cleaned, for_run
 from transformer_course.lms import push
 

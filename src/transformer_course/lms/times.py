@@ -18,8 +18,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.spreadsheet import csv_text, read_rows
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.spreadsheet import csv_text, read_rows
 
 TIMES_CSV = "times.csv"
 TIMES_HEADER = ["student_id", "assignment", "submitted_at", "source"]

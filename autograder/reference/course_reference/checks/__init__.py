@@ -19,7 +19,7 @@ import torch
 
 # While a test cell runs under the grader, every comparison that passes appends what it saw
 # here: (what, the student's value, tolerance). The grader then compares those values again,
-# in its own process, with the reference's (transformer_course.grading.verify): a notebook that changes
+# in its own process, with the reference's (transformer_course.grading.notebook.verify): a notebook that changes
 # how tensors compare inside its own process cannot change that verdict.
 RECORD: list[tuple[str, Any, dict[str, float] | None]] | None = None
 
@@ -294,7 +294,7 @@ def reference_for(ns: dict[str, Any], **replacements: Any) -> Iterator[None]:
     a mistake in ``softmax`` costs the ``softmax`` points only, not those of every
     exercise built on it.
     """
-    lend = getattr(ns, "lend", None)  # the grader's namespace of a kernel it judges (transformer_course.grading.judge)
+    lend = getattr(ns, "lend", None)  # the grader's namespace of a kernel it judges (transformer_course.grading.judging.judge)
     if lend is not None:
         with lend(replacements):
             yield
@@ -351,7 +351,7 @@ def forbid(targets: Mapping[tuple[Any, str], str]) -> Iterator[list[str]]:
             setattr(owner, attr, original)
 
 
-# forbid() blocks now open, for code the judge runs in the student's kernel (transformer_course.grading.judge).
+# forbid() blocks now open, for code the judge runs in the student's kernel (transformer_course.grading.judging.judge).
 _WATCHES: list[tuple[dict[str, str], list[str]]] = []
 
 
@@ -373,7 +373,7 @@ def note_used(labels: list[str]) -> None:
 
 
 def _remote(value: Any) -> bool:
-    """Whether ``value`` is an object of the student's kernel (a proxy of transformer_course.grading.judge)."""
+    """Whether ``value`` is an object of the student's kernel (a proxy of transformer_course.grading.judging.judge)."""
     return hasattr(type(value), "_course_is")
 
 

@@ -38,7 +38,7 @@ _BUILTIN_SOFTMAX = {
 
 upstream = upstream_from(ref)
 
-# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge);
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judging.judge);
 # the kernel's copy of the reference holds neither this module nor notebook 01's reference.
 JUDGED = True
 

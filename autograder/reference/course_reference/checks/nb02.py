@@ -10,7 +10,7 @@ import torch
 from ..nb02_scaled_dot_product import scaled_dot_product_attention as ref_sdpa
 from . import assert_matches, generator, randn, record, student_name, tolerance, unpack_pair, within
 
-# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judging.judge).
 JUDGED = True
 
 SECTION_SCALE = "see section 1, 'Why scale by sqrt(d_k)'"

@@ -21,7 +21,7 @@ from . import (
     upstream_from,
 )
 
-# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judging.judge).
 JUDGED = True
 
 SECTION_SPLIT = "see section 1, 'Splitting into heads'"

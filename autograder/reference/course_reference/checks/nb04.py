@@ -10,7 +10,7 @@ import torch
 from .. import nb04_masking as ref
 from . import generator, randn, record, reference_for, student_name, tolerance, upstream_from, within
 
-# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judging.judge).
 JUDGED = True
 
 SECTION_PADDING = "see section 1, 'Padding masks'"

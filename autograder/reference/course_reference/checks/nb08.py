@@ -29,7 +29,7 @@ from . import (
     within,
 )
 
-# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judge).
+# These checks run in the grader's process, the student's code in the kernel (transformer_course.grading.judging.judge).
 JUDGED = True
 
 # Public implementations compute in float32 whatever the input (Meta's LLaMA upcasts with .float(), rotary

@@ -1,6 +1,6 @@
 """The kernel template: a process inside a worker's sandbox that forks grading kernels.
 
-Started by :class:`~transformer_course.grading.forkserver.ForkServer` as ``python -c <this file's text>``
+Started by :class:`~transformer_course.grading.kernel.forkserver.ForkServer` as ``python -c <this file's text>``
 (the sandbox hides this repository, so the file itself cannot be imported there). It imports
 what every grading kernel imports (torch, matplotlib, ipykernel: about 2 s of CPU a kernel)
 once, never runs any code of a notebook, and answers one JSON request a line on its stdin:
@@ -14,7 +14,7 @@ once, never runs any code of a notebook, and answers one JSON request a line on 
 - ``launch``, ``clean`` and ``call`` also empty the folders a request names in ``empty`` (the kernels'
   or the judges' sockets' folder, which the sandbox mounts), but for those in ``keep`` (the new one's own);
 - ``call``: the same cleaning, then fork a child that runs ``module.function(args)`` and exits
-  (a judge of one notebook, :mod:`transformer_course.grading.judge_box`, in a template that
+  (a judge of one notebook, :mod:`transformer_course.grading.judging.judge_box`, in a template that
   warmed that module; it stays non-dumpable).
 
 It makes itself non-dumpable, so a kernel cannot read or write its memory (ptrace, /proc).

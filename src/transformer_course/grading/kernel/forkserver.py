@@ -33,7 +33,7 @@ from typing import Any
 
 from jupyter_client.provisioning import LocalProvisioner
 
-from transformer_course.grading import memcg, sandbox
+from transformer_course.grading.kernel import memcg, sandbox
 
 # Imported by the template once: what the course's notebooks import, and the kernel itself.
 # Not matplotlib_inline.backend_inline: imported before the kernel's shell exists, it never hooks

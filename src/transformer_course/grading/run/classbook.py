@@ -19,14 +19,14 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import ClearSolutions
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.grade import SubmissionResult
-from transformer_course.grading.nbgrader_setup import (
+from transformer_course.grading.notebook.grade import SubmissionResult
+from transformer_course.grading.notebook.nbgrader_setup import (
     RUBRIC_KEY,
     generated_course,
     install_formgrader,
     make_config,
 )
+from transformer_course.grading.output.atomic import atomic_write
 from transformer_course.layout import Assignment, Repo
 
 CLASS_CONFIG = """\
@@ -36,7 +36,7 @@ CLASS_CONFIG = """\
 from pathlib import Path
 
 from transformer_course.layout import Repo
-from transformer_course.grading.nbgrader_setup import formgrader_config, make_config
+from transformer_course.grading.notebook.nbgrader_setup import formgrader_config, make_config
 
 c = get_config()  # noqa: F821 (provided by nbgrader when it loads this file)
 c.merge(make_config(Path(__file__).resolve().parent, Repo(Path({repo!r}))))

@@ -41,8 +41,8 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading import recorder
-from transformer_course.grading.recorder import MAX_ANSWER_CHARS
+from transformer_course.grading.kernel import wire
+from transformer_course.grading.kernel.wire import MAX_ANSWER_CHARS
 
 # Methods of torch.nn.Module a student's code may call on the grader's module.
 MODULE_METHODS = frozenset({
@@ -313,15 +313,15 @@ def _product(values: list[int]) -> int:
 
 
 def decode(text: str) -> Any:
-    """A message from the kernel (``recorder.encode``'s text), read back with its sizes bounded
+    """A message from the kernel (``wire.encode``'s text), read back with its sizes bounded
     before anything of it is built: the text's length, the archive (``torch.save``'s own: records
     stored, not compressed, none repeated), the bytes of its pickled plain data and what they would
     build (:data:`MAX_PLAIN_BYTES`, :data:`MAX_PLAIN_MEMORY`); then, read with
     ``torch.load(weights_only=True)``, the elements of each list, dict and string in it and of the
     whole message (:func:`check_message`). A message of plain values written as a literal
-    (:func:`.recorder.literal`: at most :data:`~.recorder.MAX_LITERAL` characters) is read with
+    (:func:`.wire.literal`: at most :data:`~.wire.MAX_LITERAL` characters) is read with
     ``ast.literal_eval`` and checked the same way, and so is one of plain values and dense tensors
-    (:func:`.recorder.raw`: each tensor built from its dtype, its shape and its share of the bytes).
+    (:func:`.wire.raw`: each tensor built from its dtype, its shape and its share of the bytes).
 
     Raises:
         Refused: a message over a bound, saying which (the student's code sent it).
@@ -332,12 +332,12 @@ def decode(text: str) -> Any:
     if len(text) > MAX_MESSAGE_CHARS:
         raise Refused(f"your code sent the grader {len(text) / 1e6:,.0f} MB at once "
                       f"(at most {MAX_MESSAGE_CHARS / 1e6:,.0f} MB): larger than any test's")
-    if text.startswith(recorder.LITERAL):  # plain values only, read without building anything else
-        value = recorder.literal(text)
+    if text.startswith(wire.LITERAL):  # plain values only, read without building anything else
+        value = wire.literal(text)
         check_message(value)
         return value
-    if text.startswith(recorder.TENSORS):  # plain values and tensors of bytes as many as the text's
-        value = recorder.raw(text)
+    if text.startswith(wire.TENSORS):  # plain values and tensors of bytes as many as the text's
+        value = wire.raw(text)
         check_message(value)
         return value
     raw = base64.b64decode(text, validate=True)

@@ -43,12 +43,10 @@ from tqdm.auto import tqdm
 
 from transformer_course.course import mathjax
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import boundary, forkserver, sandbox, stop
-from transformer_course.grading import limits as limits_of
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.classbook import ClassBook
-from transformer_course.grading.faults import check_writable, fault_of
-from transformer_course.grading.grade import (
+from transformer_course.grading import stop
+from transformer_course.grading.kernel import forkserver, sandbox
+from transformer_course.grading.notebook import limits as limits_of
+from transformer_course.grading.notebook.grade import (
     ExerciseResult,
     Grader,
     GraderError,
@@ -57,9 +55,20 @@ from transformer_course.grading.grade import (
     one_line,
     zero_scores,
 )
-from transformer_course.grading.handin import NOT_GRADED, Handed, Releases, discover, find_submission, summary
-from transformer_course.grading.intake import DEFAULT_MAX_MB
-from transformer_course.grading.publish import late_banner, write_csvs, written_on_pages
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.run import boundary
+from transformer_course.grading.run.classbook import ClassBook
+from transformer_course.grading.run.faults import check_writable, fault_of
+from transformer_course.grading.run.publish import late_banner, write_csvs, written_on_pages
+from transformer_course.grading.submission.handin import (
+    NOT_GRADED,
+    Handed,
+    Releases,
+    discover,
+    find_submission,
+    summary,
+)
+from transformer_course.grading.submission.intake import DEFAULT_MAX_MB
 from transformer_course.grading.version import grader_version
 from transformer_course.instructors import deadlines as late
 from transformer_course.instructors import roster
@@ -181,7 +190,7 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
         return
     from distributed import Client, LocalCluster, as_completed
 
-    from transformer_course.grading.daskquiet import (
+    from transformer_course.grading.run.daskquiet import (
         NoCtrlC,
         children,
         ctrl_c_ignored,
@@ -312,8 +321,9 @@ def selected(repo: Repo, only: list[str] | None) -> list[str] | None:
 
 def setup_line(limits: dict) -> str:
     """One line that says how this run grades: the configuration, the sandbox, the limits."""
-    from transformer_course.grading import forkserver, judge_box
-    from transformer_course.grading.nbgrader_setup import notebook_clock_words
+    from transformer_course.grading.judging import judge_box
+    from transformer_course.grading.kernel import forkserver
+    from transformer_course.grading.notebook.nbgrader_setup import notebook_clock_words
 
     if sandbox.warning():
         where = "kernels WITHOUT a sandbox (see the warning above), the checks judged in the grading process"
@@ -323,7 +333,8 @@ def setup_line(limits: dict) -> str:
                  + (", forked from a warm template" if forkserver.enabled() else "") + "), "
                  + ("each notebook's judge in a box of its own" if judge_box.enabled()
                     else "the checks judged in the grading process"))
-    return (f"grading with: nbgrader's configuration from transformer_course.grading.nbgrader_setup (the same as "
+    return ("grading with: nbgrader's configuration from transformer_course.grading.notebook.nbgrader_setup "
+            f"(the same as "
             f"autograder/nbgrader_config.py); {where}; limits: {limits['timeout']} s of CPU time a cell (more where"
             f" the solution needs it), {notebook_clock_words(limits['timeout'], limits['notebook_timeout'])}, "
             f"{limits['memory_mb']} MiB, "
@@ -332,8 +343,8 @@ def setup_line(limits: dict) -> str:
 
 def memory_line(limits: dict) -> str:
     """What bounds a notebook's memory beyond its kernel's own limit, as the setup line says it."""
-    from transformer_course.grading import forkserver, memcg
-    from transformer_course.grading.kernels import MAX_KERNEL_MESSAGE
+    from transformer_course.grading.kernel import forkserver, memcg
+    from transformer_course.grading.kernel.kernels import MAX_KERNEL_MESSAGE
 
     where = ""
     if not sandbox.warning():

@@ -11,11 +11,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from transformer_course.grading.atomic import atomic_write
-from transformer_course.grading.classbook import ClassBook, Marks
-from transformer_course.grading.grade import ExerciseResult, SubmissionResult
-from transformer_course.grading.sanitise import render_markdown
-from transformer_course.grading.spreadsheet import csv_text
+from transformer_course.grading.notebook.grade import ExerciseResult, SubmissionResult
+from transformer_course.grading.output.atomic import atomic_write
+from transformer_course.grading.output.sanitise import render_markdown
+from transformer_course.grading.output.spreadsheet import csv_text
+from transformer_course.grading.run.classbook import ClassBook, Marks
 from transformer_course.instructors.deadlines import Deadlines
 from transformer_course.instructors.roster import HEADING
 from transformer_course.layout import Assignment, Repo

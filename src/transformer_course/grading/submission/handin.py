@@ -42,8 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_course.grading import intake
-from transformer_course.grading.nbgrader_setup import HIDDEN_PLACEHOLDER, STUB_MESSAGE
+from transformer_course.grading.submission import intake
 from transformer_course.layout import BLOCKS_MODULE, Assignment, read_source
 
 # The statuses of a pair with nothing graded (no kernel ran): zero points, no submission in the gradebook.
@@ -58,6 +57,10 @@ MATCH = 0.3
 MAX_LINES = 100_000
 IGNORED_FILES = ("timestamp.txt",)  # nbgrader collect's
 ARCHIVES = (".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".7z", ".rar")
+# What the release (notebook/nbgrader_setup.py) puts in a cell: kept here, where a hand-in is read, so that
+# this stage imports none after it.
+HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
+STUB_MESSAGE = "not written yet: replace this line with your code, run the cell, then the tests below it"
 # What nbgrader's release puts in an answer cell: not a student's work.
 STUB_LINES = ("# YOUR CODE HERE", f"raise NotImplementedError({STUB_MESSAGE!r})", "raise NotImplementedError()",
                "YOUR ANSWER HERE", HIDDEN_PLACEHOLDER)

@@ -28,16 +28,19 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from transformer_course.course.build import convert_sources
-from transformer_course.grading import forkserver, intact, intake, stop, workarea
-from transformer_course.grading.judge_box import GRADERS_WORK
-from transformer_course.grading.nbgrader_setup import (
+from transformer_course.grading import stop
+from transformer_course.grading.judging.judge_box import GRADERS_WORK
+from transformer_course.grading.kernel import forkserver
+from transformer_course.grading.notebook import workarea
+from transformer_course.grading.notebook.nbgrader_setup import (
     NOTEBOOK_TIME_LIMIT,
     RETRY_FACTOR,
     SOLUTION_SECONDS,
     generated_course,
     trusted_tests,
 )
-from transformer_course.grading.workarea import MOUNTED, reference_on_path
+from transformer_course.grading.notebook.workarea import MOUNTED, reference_on_path
+from transformer_course.grading.submission import intact, intake
 from transformer_course.layout import GRADER_ERROR, Assignment, Repo
 
 # nbgrader 0.9.6 warns on every new student it creates during autograde; nothing is wrong.
@@ -322,7 +325,7 @@ class Grader:
     def calibrate(self, assignment: Assignment) -> dict[str, float]:
         """The seconds each graded cell of ``assignment``'s solution takes on this machine (measured by
         grading the solution, once per machine; see :mod:`.limits`), set as the base of its cells' limits."""
-        from transformer_course.grading import limits
+        from transformer_course.grading.notebook import limits
         from transformer_course.grading.version import grader_version
 
         if assignment.notebook in SOLUTION_SECONDS or self._calibrating:
@@ -713,7 +716,7 @@ def check_report(result: SubmissionResult, repo: Repo, as_json: bool) -> tuple[s
 
 
 def _warm_verify(reference: Path, notebook: str, tests: list[str]) -> None:
-    from transformer_course.grading import verify  # imports torch
+    from transformer_course.grading.notebook import verify  # imports torch
 
     verify.torch.set_num_threads(1)  # the kernel runs on the cores meanwhile: one is enough here
     verify.warm(reference, notebook, tests)

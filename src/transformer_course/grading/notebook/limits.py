@@ -29,7 +29,7 @@ from typing import Any
 
 import nbformat
 
-from transformer_course.grading.nbgrader_setup import SECONDS_KEY
+from transformer_course.grading.notebook.nbgrader_setup import SECONDS_KEY
 from transformer_course.layout import Assignment, Repo
 
 

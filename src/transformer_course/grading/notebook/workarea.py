@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from transformer_course.grading import forkserver, judge_box, sandbox
+from transformer_course.grading.judging import judge_box
+from transformer_course.grading.kernel import forkserver, sandbox
 from transformer_course.layout import GRADING_ENV, SOURCE_SUFFIX, Repo
 
 # Folders of a work area that grading kernels see (read-only, writable). A running sandbox mounts

@@ -29,16 +29,16 @@ from nbgrader.preprocessors import ClearHiddenTests, Execute, GetGrades, Overwri
 from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
-from transformer_course.grading import cputime, forkserver, judge_box
-from transformer_course.grading.judge_box import BoxedJudge, LocalJudge, definitions
-from transformer_course.grading.workarea import judged, kernel_mounts, reference_on_path
+from transformer_course.grading.judging import judge_box
+from transformer_course.grading.judging.judge_box import BoxedJudge, LocalJudge, definitions
+from transformer_course.grading.kernel import cputime, forkserver
+from transformer_course.grading.notebook.workarea import judged, kernel_mounts, reference_on_path
+from transformer_course.grading.submission.handin import HIDDEN_PLACEHOLDER, STUB_MESSAGE
 from transformer_course.layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo, exercise_of
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
 KERNEL_ARGS = ["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"]
-HIDDEN_PLACEHOLDER = "# (hidden tests run here when grading)"
-STUB_MESSAGE = "not written yet: replace this line with your code, run the cell, then the tests below it"
 # Must equal course_reference.guard.TOKEN_MIME and token() (tests/test_tamper.py checks).
 TOKEN_MIME = "application/x.course-grader+json"
 RUBRIC_KEY = "course_rubric"  # cell metadata: a rubric cell of the notebook the instructor grades (its question's id)
@@ -52,7 +52,7 @@ MAX_RECORD_CHARS = 16_000_000  # a test cell's record of checked values (base64)
 RETRY_FACTOR = 3
 PROVIDED_FACTOR = 10
 # Limits scale with the machine: a graded or answer cell may run LIMIT_MULTIPLE times what the same cell of
-# the solution took on this machine, where that is longer than --timeout (transformer_course.grading.limits
+# the solution took on this machine, where that is longer than --timeout (transformer_course.grading.notebook.limits
 # measures it; SOLUTION_SECONDS holds it, by notebook then grade_id, for this process).
 LIMIT_MULTIPLE = 10
 SOLUTION_SECONDS: dict[str, dict[str, float]] = {}
@@ -215,7 +215,7 @@ class UnguardNotebook(Preprocessor):
     """After execution: drop the guard's cell, give test cells back their source, and fail
     a test cell that neither failed nor carries its valid token (something stopped or
     replaced the runner), or whose checked values do not match the reference's when
-    compared again in this process (:mod:`transformer_course.grading.verify`)."""
+    compared again in this process (:mod:`transformer_course.grading.notebook.verify`)."""
 
     enabled = Bool(True)
     source_dir = Unicode("", help="the assignments' source folder: the test cells whose code may run here").tag(
@@ -258,7 +258,7 @@ class UnguardNotebook(Preprocessor):
                 cell.outputs.append(_error("GraderError", "this test did not run to its end under the grader: "
                                            "something in the notebook stopped or replaced it"))
             elif trusted.get(_grade_id(cell)) == original:
-                from transformer_course.grading import verify  # torch: imported only when grading
+                from transformer_course.grading.notebook import verify  # torch: imported only when grading
 
                 reason = verify.compare(Path(self.reference), notebook, original, str(valid[0].get("record", "")))
                 if reason:
@@ -334,10 +334,10 @@ class KeepGradesOnCrash(Execute):
     max_notebook_s = Integer(1800, help="seconds the whole notebook may run on the clock, at most (0 = no cap: "
                              "NOTEBOOK_WAIT_FACTOR still holds)").tag(config=True)
     guard_timeout = Integer(300, help="seconds the guard's cell may take (it imports torch)").tag(config=True)
-    sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.grading.sandbox)"
+    sandboxed = Bool(False, help="start the kernel in the sandbox (transformer_course.grading.kernel.sandbox)"
                      ).tag(config=True)
     reference = Unicode("", help="folder holding course_reference: the test cells of a notebook whose checks "
-                        "are judged here (transformer_course.grading.judge) run in this process against it"
+                        "are judged here (transformer_course.grading.judging.judge) run in this process against it"
                         ).tag(config=True)
     judge_memory_mb = Integer(4096, help="data-segment limit of a notebook's judge process, MiB (0 = none)"
                               ).tag(config=True)
@@ -348,7 +348,7 @@ class KeepGradesOnCrash(Execute):
     def __init__(self, **kw):
         super().__init__(**kw)
         if self.sandboxed:  # nbgrader's Execute fixes the manager class at init, whatever the config says
-            from transformer_course.grading.kernels import SandboxedKernelManager
+            from transformer_course.grading.kernel.kernels import SandboxedKernelManager
 
             self.kernel_manager_class = SandboxedKernelManager
 
@@ -487,7 +487,7 @@ class KeepGradesOnCrash(Execute):
 
     def _refuse_flood(self, cell, resources, index):
         """Stop a kernel that sent an oversized message: the cell says so; later cells do not run, as after a crash."""
-        from transformer_course.grading.kernels import MAX_KERNEL_MESSAGE
+        from transformer_course.grading.kernel.kernels import MAX_KERNEL_MESSAGE
 
         with contextlib.suppress(Exception):
             run_sync(self.km.shutdown_kernel)(now=True)
@@ -638,7 +638,7 @@ class KeepGradesOnCrash(Execute):
                                   cpu_s=max(60, self.max_notebook_s) * max(1, torch_threads()), clock=self._cpu)
             except (forkserver.TemplateError, OSError, KeyError, TypeError, ValueError) as exc:
                 raise RuntimeError(f"the judge of {self._notebook} could not start in its sandbox ({exc})") from exc
-        from transformer_course.grading.judge import Link  # torch: only where the judge runs in this process
+        from transformer_course.grading.judging.link import Link  # torch: only where the judge runs in this process
 
         return LocalJudge(Link(self.km.blocking_client(), watched=watched, interrupt=interrupt, alive=alive),
                           self.reference, clock=self._cpu)
@@ -787,7 +787,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
     c.GuardNotebook.cpu_limit_s = max(600, 2 * timeout * 40)
     c.GenerateFeedback.preprocessors = [DropRubrics, GetGrades, CSSHTMLHeaderPreprocessor, RedactHiddenTests]
     # Pages made from a student's notebook (the feedback, the formgrader's view) show what they wrote sanitised.
-    from transformer_course.grading import sanitise
+    from transformer_course.grading.output import sanitise
 
     sanitise.configure(c)
     if sandbox:
@@ -805,7 +805,7 @@ def make_config(course_root: Path, repo: Repo | None = None, timeout: int = 30, 
 # /files/) where :func:`formgrader_config` found it, else the same CDN. The markdown cells: a rubric cell
 # (:data:`RUBRIC_KEY`) is framed as the instructor's, so a student's own cell cannot pass for one.
 FORMGRADE_TEMPLATE = """\
-{#- Written by transformer_course.grading.nbgrader_setup.install_formgrader: nbgrader's formgrade page. -#}
+{#- Written by transformer_course.grading.notebook.nbgrader_setup.install_formgrader: nbgrader's formgrade page. -#}
 {%- extends 'formgrade/index.html.j2' -%}
 {% from 'formgrade_macros.html.j2' import header %}
 {% from 'mathjax.html.j2' import mathjax %}
@@ -860,7 +860,7 @@ def install_formgrader(course_root: Path) -> None:
     MathJax (copied once; left out where it cannot be had: the page then loads it from the CDN), and an
     empty exchange folder."""
     from transformer_course.course import mathjax
-    from transformer_course.grading.atomic import atomic_write
+    from transformer_course.grading.output.atomic import atomic_write
 
     template = course_root / FORMGRADER_TEMPLATES / "formgrade" / "index.html.j2"
     text = FORMGRADE_TEMPLATE.replace("{RUBRIC_KEY}", RUBRIC_KEY).encode()
@@ -929,7 +929,7 @@ def alembic_head() -> str:
         import nbgrader
         from nbgrader import api
 
-        path = Path(__file__).resolve().parents[3] / "data" / "cache" / f"nbgrader-{nbgrader.__version__}-alembic-head"
+        path = Path(__file__).resolve().parents[4] / "data" / "cache" / f"nbgrader-{nbgrader.__version__}-alembic-head"
         try:
             head = path.read_text().strip()
         except OSError:

@@ -46,7 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from transformer_course.grading import cputime, forkserver, sandbox
+from transformer_course.grading.kernel import cputime, forkserver, sandbox
 
 # s past a test cell's limit (CPU seconds, or on the clock past its outer bound): the judge interrupts the
 # kernel at the limit, and waits 10 s for it
@@ -57,7 +57,7 @@ MAX_MESSAGE = 4_000_000  # bytes of one message from a judge (a verdict with 100
 MAX_EVALUE = 20_000  # characters of a verdict's message kept
 # Imported once by the judges' template: what every judge needs before the notebook's first test (and
 # every notebook's reference and checks: see :func:`warm`).
-WARM = ["torch", "zmq", "jupyter_client", "transformer_course.grading.judge", "course_reference.checks"]
+WARM = ["torch", "zmq", "jupyter_client", "transformer_course.grading.judging.judge", "course_reference.checks"]
 
 GRADERS_WORK = "the grader's own work for this test (answering your code's requests)"  # a timeout's cause
 Verdict = tuple[str, str, str]  # (exception name or '', its message, what the test printed): judge.run_test's
@@ -150,7 +150,7 @@ def checked(message: dict) -> Verdict:
 
 
 class LocalJudge:
-    """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.judge.Link` to the
+    """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.link.Link` to the
     notebook's kernel). A :class:`BoxedJudge`'s process runs one of these. ``clock``: the CPU seconds of
     the notebook's processes (None: the limit is counted on the clock)."""
 
@@ -162,7 +162,8 @@ class LocalJudge:
         :data:`~.cputime.WALL_FACTOR` times that on the clock)."""
         import torch
 
-        from transformer_course.grading.judge import LinkBroken, run_test
+        from transformer_course.grading.judging.judge import run_test
+        from transformer_course.grading.judging.remote import LinkBroken
 
         wall = limit * cputime.WALL_FACTOR if self.clock is not None else limit
         self.link.timeout, self.link.deadline = wall, time.monotonic() + wall
@@ -300,7 +301,7 @@ def main(args: dict) -> None:
 
     from jupyter_client import BlockingKernelClient
 
-    from transformer_course.grading.judge import Link
+    from transformer_course.grading.judging.link import Link
 
     if args.get("memory_mb"):
         limit = int(args["memory_mb"]) << 20

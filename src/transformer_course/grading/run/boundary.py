@@ -27,7 +27,7 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from transformer_course.grading.faults import fault_of
+from transformer_course.grading.run.faults import fault_of
 from transformer_course.layout import GRADER_ERROR
 
 STAGES = ("intake", "record", "lateness", "pages")

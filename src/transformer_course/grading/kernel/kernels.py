@@ -15,7 +15,7 @@ from jupyter_client.manager import AsyncKernelManager
 from traitlets import List, Unicode, default
 from zmq.utils.monitor import recv_monitor_message
 
-from transformer_course.grading import forkserver, memcg, sandbox
+from transformer_course.grading.kernel import forkserver, memcg, sandbox
 
 # Bytes of one message a kernel may send the grading worker. ZeroMQ checks a message's announced size
 # before receiving it and drops the connection to a kernel that sends more: nothing of it is read

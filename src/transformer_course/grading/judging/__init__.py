@@ -1,0 +1,10 @@
+"""Stage 3, judging: the grader's side of each test cell, outside the student's kernel.
+
+- :mod:`.lending`: what the kernel may ask of the grader's objects (an allow-list);
+- :mod:`.remote`: the kernel's objects as proxies here, and its errors;
+- :mod:`.values`: values between the grader and the kernel;
+- :mod:`.handlers`: one handler for each kind of call back the kernel sends;
+- :mod:`.link`: the link to one kernel: requests to its recorder, call backs answered;
+- :mod:`.judge`: a test cell run here against the kernel's proxies;
+- :mod:`.judge_box`: each notebook's judge in a sandboxed process of its own.
+"""
