@@ -40,7 +40,7 @@ test: install
 
 # The contributor's loop (CONTRIBUTING, "Tests"): every test that starts no kernel, in a few minutes.
 test-fast: install
-	COURSE_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not grading"
+	COURSE_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not heavy"
 
 # BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min),
 # --hostile-only (a hostile class with 1 and 2 workers, and every property test's long profile, ~15 min),

@@ -36,24 +36,82 @@ settings.register_profile("long", max_examples=1000, deadline=None, database=Non
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "test"))
 
-# `make test-fast`, the contributor's loop (CONTRIBUTING, "Tests"), leaves out the tests marked `grading`: those
-# that start a kernel (grade or check a notebook, run one) or use a fixture that does. There, a test that starts
-# one unmarked fails and says so, so the loop stays fast as tests are added.
+# `make test-fast`, the contributor's loop (CONTRIBUTING, "Tests"), leaves out the tests marked `heavy`: those
+# that start a kernel (grade, check or run a notebook), use a fixture that grades a class, or load the machine on
+# purpose. There, a test that starts a kernel or a grader unmarked fails and says so: the loop stays fast as
+# tests are added. The marks are kept here, in one place: by fixture, by module (every test of it), by test.
 FAST = os.environ.get("COURSE_TEST_FAST") == "1"
-# Fixtures that grade a class: a test that uses one is marked `grading` here.
 GRADING_FIXTURES = {"graded", "catalogue_graded", "attack_class", "tampered", "lent_attacks"}
+HEAVY_MODULES = {
+    "test_browser.py",
+    "test_cli.py",
+    "test_distributed.py",
+    "test_gpu_runs.py",
+    "test_grader_errors.py",
+    "test_journeys.py",
+    "test_judge.py",
+    "test_lms_roundtrip.py",
+    "test_memory.py",
+    "test_resume.py",
+}
+HEAVY_TESTS = {  # a name without parameters marks each of its parameters
+    "test_book.py::test_every_chapter_is_there_in_order",
+    "test_boundary.py::test_hostile_hand_ins_are_their_own_rows_and_the_class_is_written",
+    "test_boundary.py::test_one_pairs_failure_anywhere_leaves_the_others_rows",
+    "test_boundary.py::test_without_deadlines_the_gradebook_still_holds_each_hand_ins_time",
+    "test_build.py::test_solution_notebooks_run_top_to_bottom",
+    "test_checks.py::test_a_catalogue_file_is_checked_on_its_own",
+    "test_checks.py::test_correct_variant_passes[beam_search-topk_per_hypothesis]",
+    "test_checks.py::test_verdicts_hold_under_any_threads_and_load",
+    "test_collect.py::test_collected_canvas_zip_is_graded",
+    "test_faults.py::test_ctrl_c_with_dask_ends_quietly_and_leaves_no_worker",
+    "test_gradescope.py::test_correct_wrong_broken_and_missing_submissions",
+    "test_grading.py::test_a_solution_that_lost_points_is_timed_once_and_reported_to_instructors_only",
+    "test_grading.py::test_limits_are_measured_on_the_solution_once_per_machine",
+    "test_grading.py::test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_does",
+    "test_grading.py::test_same_answers_same_scores_under_any_threads_and_load",
+    "test_grading.py::test_scores_do_not_depend_on_the_machine_load",
+    "test_hostile_output.py::test_honest_students_keep_their_score_and_the_attacker_gains_nothing",
+    "test_hostile_output.py::test_no_csv_cell_is_a_formula_and_every_cell_reads_back",
+    "test_hostile_output.py::test_the_class_report_and_similarity_pages_run_nothing_a_student_wrote",
+    "test_hostile_output.py::test_the_feedback_page_runs_nothing_a_student_wrote",
+    "test_hostile_output.py::test_the_formgrader_serves_nothing_a_student_wrote_live",
+    "test_hostile_output.py::test_the_formgrader_view_runs_nothing_a_student_wrote",
+    "test_hostile_output.py::test_the_payloads_reached_the_grader",
+    "test_intake.py::test_a_linked_timestamp_is_not_read",
+    "test_intake.py::test_links_special_files_and_oversized_notebooks_are_refused_not_read",
+    "test_learning_aids.py::test_an_unwritten_exercise_shows_the_test_and_the_stub_without_torch_frames",
+    "test_lti.py::test_done_when_a_graded_class_reaches_the_lms_with_its_extension_its_words_and_its_unmatched",
+    "test_release.py::test_the_classroom_workflow_grades_in_the_release",
+    "test_release.py::test_the_release_environment_installs_and_runs_notebook_01",
+    "test_similarity.py::test_every_copier_is_flagged_and_only_the_known_honest_pairs",
+    "test_similarity.py::test_short_exercises_copied_together_add_up",
+    "test_similarity.py::test_the_report_pages",
+    "test_tamper.py::test_a_cells_prints_are_one_output_however_they_were_flushed",
+    "test_tamper.py::test_a_compromised_judge_spoils_at_most_its_own_notebook",
+    "test_tamper.py::test_a_notebook_saved_as_latin1_is_read",
+    "test_tamper.py::test_every_student_folder_is_graded_or_reported",
+    "test_tamper.py::test_files_a_notebook_leaves_in_shared_memory_or_tmp_reach_no_other",
+    "test_tamper.py::test_files_the_grader_reads_cannot_be_poisoned",
+    "test_tamper.py::test_forked_kernel_outputs_what_a_fresh_one_does",
+    "test_tamper.py::test_kernel_template_attacks_reach_no_other_notebook",
+    "test_tamper.py::test_notebook_time_limit_and_total_output_cap",
+    "test_tamper.py::test_sandbox_contains_processes_home_files_and_sight",
+}
 _KERNELS_ALLOWED = [True]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if GRADING_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.grading)
+        name = item.nodeid.removeprefix("tests/")
+        if (GRADING_FIXTURES & set(getattr(item, "fixturenames", ())) or name.split("::")[0] in HEAVY_MODULES
+                or name in HEAVY_TESTS or name.split("[")[0] in HEAVY_TESTS):
+            item.add_marker(pytest.mark.heavy)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    _KERNELS_ALLOWED[0] = not FAST or item.get_closest_marker("grading") is not None
+    _KERNELS_ALLOWED[0] = not FAST or item.get_closest_marker("heavy") is not None
 
 
 def _refuse_kernels() -> None:
@@ -65,8 +123,8 @@ def _refuse_kernels() -> None:
     def guarded(original):
         def start(*args, **kwargs):
             if not _KERNELS_ALLOWED[0]:
-                raise RuntimeError("this test starts a kernel or a grader: mark it @pytest.mark.grading "
-                                   "(`make test-fast` leaves those out)")
+                raise RuntimeError("this test starts a kernel or a grader: mark it heavy (tests/conftest.py, "
+                                   "HEAVY_TESTS), which `make test-fast` leaves out")
             return original(*args, **kwargs)
         return start
 
