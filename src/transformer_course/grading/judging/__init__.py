@@ -6,5 +6,7 @@
 - :mod:`.handlers`: one handler for each kind of call back the kernel sends;
 - :mod:`.link`: the link to one kernel: requests to its recorder, call backs answered;
 - :mod:`.judge`: a test cell run here against the kernel's proxies;
+- :mod:`.judge_process`: the judge of one notebook in the process that runs it (the worker's, or its box's);
+- :mod:`.channel`: the line channel between the worker and a boxed judge, and the verdicts it accepts;
 - :mod:`.judge_box`: each notebook's judge in a sandboxed process of its own.
 """

@@ -22,23 +22,21 @@ The worker's side (:class:`BoxedJudge`) answers the judge's questions (interrupt
 alive; how many CPU seconds the notebook's processes have spent in this cell, :mod:`.cputime`) and
 gives each test cell its limit plus :data:`GRACE`: the grader's own work for the cell (the reference
 and checks it runs for the kernel's requests) counts against it, and a judge past it is killed, the
-kernel interrupted, and the cell timed out.
+kernel interrupted, and the cell timed out. The judge's process starts at :func:`.judge_process.main`;
+the two speak over :mod:`.channel`.
 
 Where kernels are not forked (no bubblewrap, ``COURSE_FORKSERVER=off``), not started in the sandbox
 (nbgrader's own ``autograde`` with the course's configuration) or ``COURSE_JUDGE_BOX=off``, the judge
-runs in the worker's process (:class:`LocalJudge`), as the grader's single line of warning
+runs in the worker's process (:class:`~.judge_process.LocalJudge`), as the grader's single line of warning
 about the sandbox already says. Where judges are boxed, one that cannot start makes its notebook a
 ``grader-error``: it is never judged in the worker instead.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import json
 import os
 import secrets
-import select
 import socket
 import sys
 import time
@@ -46,21 +44,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from transformer_course.grading.judging import judge_process
+from transformer_course.grading.judging.channel import Lines, Verdict, checked
 from transformer_course.grading.kernel import cputime, forkserver, sandbox
 
 # s past a test cell's limit (CPU seconds, or on the clock past its outer bound): the judge interrupts the
 # kernel at the limit, and waits 10 s for it
 GRACE = 20
-Clock = Callable[[], float]  # CPU seconds the notebook's processes have spent (cputime.Clock)
 START_TIMEOUT = 300  # s for a judge to connect (the template may still be importing torch)
-MAX_MESSAGE = 4_000_000  # bytes of one message from a judge (a verdict with 100,000 printed characters fits)
-MAX_EVALUE = 20_000  # characters of a verdict's message kept
 # Imported once by the judges' template: what every judge needs before the notebook's first test (and
 # every notebook's reference and checks: see :func:`warm`).
 WARM = ["torch", "zmq", "jupyter_client", "transformer_course.grading.judging.judge", "course_reference.checks"]
 
 GRADERS_WORK = "the grader's own work for this test (answering your code's requests)"  # a timeout's cause
-Verdict = tuple[str, str, str]  # (exception name or '', its message, what the test printed): judge.run_test's
 
 
 def enabled() -> bool:
@@ -108,86 +104,6 @@ def prestart(hidden: list[str], reference: str) -> None:
         template(hidden, reference)
 
 
-class Lines:
-    """JSON messages, one a line, over a stream socket; reads wait until an absolute deadline."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock, self.buffer = sock, b""
-
-    def send(self, message: dict) -> None:
-        self.sock.sendall(json.dumps(message).encode() + b"\n")
-
-    def recv(self, deadline: float | None = None) -> dict:
-        """The next message. Raises TimeoutError past ``deadline``, EOFError when the other side is
-        gone, ValueError for anything but one JSON object of at most :data:`MAX_MESSAGE` bytes."""
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > MAX_MESSAGE:
-                raise ValueError("a message over the size limit")
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and (wait <= 0 or not select.select([self.sock], [], [], wait)[0]):
-                raise TimeoutError
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise EOFError
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        message = json.loads(line)
-        if not isinstance(message, dict):
-            raise ValueError("not a message")
-        return message
-
-
-def checked(message: dict) -> Verdict:
-    """A judge's verdict as the worker accepts it (ValueError otherwise): an exception's name (or ''),
-    its message and the printed text, all strings."""
-    verdict = message.get("verdict")
-    if not (isinstance(verdict, list) and len(verdict) == 3 and all(isinstance(v, str) for v in verdict)):
-        raise ValueError("not a verdict")
-    ename, evalue, printed = verdict
-    if ename and not (ename.isidentifier() and len(ename) <= 100):
-        raise ValueError("not an exception's name")
-    return ename, evalue[:MAX_EVALUE], printed
-
-
-class LocalJudge:
-    """The judge in this process: :func:`.judge.run_test` over ``link`` (a :class:`~.link.Link` to the
-    notebook's kernel). A :class:`BoxedJudge`'s process runs one of these. ``clock``: the CPU seconds of
-    the notebook's processes (None: the limit is counted on the clock)."""
-
-    def __init__(self, link: Any, reference: str, clock: Clock | None = None):
-        self.link, self.reference, self.installed, self.clock = link, reference, False, clock
-
-    def test(self, source: str, grade_id: str, limit: float) -> Verdict:
-        """The verdict of test cell ``source``, the whole cell within ``limit`` seconds of CPU time (and
-        :data:`~.cputime.WALL_FACTOR` times that on the clock)."""
-        import torch
-
-        from transformer_course.grading.judging.judge import run_test
-        from transformer_course.grading.judging.remote import LinkBroken
-
-        wall = limit * cputime.WALL_FACTOR if self.clock is not None else limit
-        self.link.timeout, self.link.deadline = wall, time.monotonic() + wall
-        if self.clock is not None:
-            clock, start = self.clock, self.clock()
-            self.link.spent, self.link.budget, self.link.over = (lambda: clock() - start > limit), limit, False
-        # One thread here: the kernel and this judge take turns, and a second thread's OpenMP workers
-        # would spin on a core the kernel needs (07's training test: 4.7 s with two, 2.8 s with one).
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            if not self.installed:
-                self.link.install()
-                self.installed = True
-            return run_test(self.link, source, grade_id, Path(self.reference))
-        except LinkBroken as exc:
-            return "LinkBroken", str(exc), ""
-        finally:
-            torch.set_num_threads(threads)
-
-    def close(self) -> None:
-        self.link.close()
-
-
 class BoxedJudge:
     """A notebook's judge in its own sandboxed process (see the module's docstring), from the worker's side.
 
@@ -206,7 +122,7 @@ class BoxedJudge:
 
     def __init__(self, connection: dict, hidden: list[str], reference: str, watched: tuple[str, ...],
                  interrupt: Callable[[], Any], alive: Callable[[], bool], memory_mb: int = 0, cpu_s: int = 0,
-                 clock: Clock | None = None):
+                 clock: judge_process.Clock | None = None):
         self.interrupt, self.alive, self.clock = interrupt, alive, clock
         self.server = template(hidden, reference)
         path = os.path.join(judges_folder(), f"judge-{secrets.token_hex(8)}.sock")
@@ -219,7 +135,8 @@ class BoxedJudge:
                     "watched": list(watched), "memory_mb": memory_mb, "cpu_s": cpu_s, "clock": clock is not None}
             # The judges' folder, emptied of all but this judge's socket once the last judge has ended: a file
             # a judge left there (code of a student's that ran in it) reaches no other.
-            self.pid = int(self.server.request({"op": "call", "module": __name__, "function": "main", "args": args,
+            self.pid = int(self.server.request({"op": "call", "module": judge_process.__name__,
+                                                "function": judge_process.main.__name__, "args": args,
                                                 "empty": [judges_folder()], "keep": [path]},
                                                START_TIMEOUT)["pid"])
             conn = self._accept(listener)
@@ -292,73 +209,3 @@ class BoxedJudge:
             with contextlib.suppress(Exception):
                 self.lines.sock.close()
             self.lines = None
-
-
-def main(args: dict) -> None:
-    """The judge: in a child of the judges' template, inside their sandbox. Serves test cells until
-    the worker ends it (or goes away)."""
-    import resource
-
-    from jupyter_client import BlockingKernelClient
-
-    from transformer_course.grading.judging.link import Link
-
-    if args.get("memory_mb"):
-        limit = int(args["memory_mb"]) << 20
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    if args.get("cpu_s"):
-        resource.setrlimit(resource.RLIMIT_CPU, (int(args["cpu_s"]), int(args["cpu_s"]) + 10))
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(args["socket"])
-    lines = Lines(sock)
-
-    def ask(what: str) -> dict:
-        lines.send({"ask": what})
-        return lines.recv()
-
-    def cpu() -> float:  # the notebook's processes are outside this sandbox: the worker counts them
-        found = ask("cpu").get("cpu")
-        return float(found) if isinstance(found, int | float) else 0.0
-
-    client = BlockingKernelClient()
-    client.load_connection_info(args["connection"])
-    judge = LocalJudge(Link(client, watched=tuple(args["watched"]), interrupt=lambda: ask("interrupt"),
-                            alive=lambda: ask("alive").get("alive") is True), args["reference"],
-                       clock=cpu if args.get("clock") else None)
-    while True:
-        try:
-            message = lines.recv()
-        except (EOFError, OSError, ValueError):
-            break
-        if message.get("op") != "test":
-            break
-        verdict = judge.test(str(message["source"]), str(message["grade_id"]), float(message["limit"]))
-        lines.send({"verdict": list(verdict)})
-    judge.close()
-
-
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-
-
-def definitions(source: str) -> str:
-    """The statements of test cell ``source`` that define names without running anything of the
-    notebook: functions, classes, imports, and names bound to literals (07's ``copy_task_batches``,
-    ``corpus``). A judge that replaces a stopped one runs these of every earlier test cell of its
-    notebook first, so what those cells defined is there for the next ones, and no test runs twice;
-    what they computed by calling the notebook's code is not computed again (no later test cell of
-    the course reads such a value)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ""
-    kept = []
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign | ast.AnnAssign) and statement.value is not None:
-            try:
-                ast.literal_eval(statement.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                continue
-            kept.append(statement)
-        elif isinstance(statement, _DEFINITIONS):
-            kept.append(statement)
-    return ast.unparse(ast.Module(body=kept, type_ignores=[]))

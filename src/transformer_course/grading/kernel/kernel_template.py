@@ -14,7 +14,7 @@ once, never runs any code of a notebook, and answers one JSON request a line on 
 - ``launch``, ``clean`` and ``call`` also empty the folders a request names in ``empty`` (the kernels'
   or the judges' sockets' folder, which the sandbox mounts), but for those in ``keep`` (the new one's own);
 - ``call``: the same cleaning, then fork a child that runs ``module.function(args)`` and exits
-  (a judge of one notebook, :mod:`transformer_course.grading.judging.judge_box`, in a template that
+  (a judge of one notebook, :mod:`transformer_course.grading.judging.judge_process`, in a template that
   warmed that module; it stays non-dumpable).
 
 It makes itself non-dumpable, so a kernel cannot read or write its memory (ptrace, /proc).

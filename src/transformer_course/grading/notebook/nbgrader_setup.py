@@ -30,7 +30,8 @@ from traitlets import Bool, Integer, Unicode
 from traitlets.config import Config
 
 from transformer_course.grading.judging import judge_box
-from transformer_course.grading.judging.judge_box import BoxedJudge, LocalJudge, definitions
+from transformer_course.grading.judging.judge_box import BoxedJudge
+from transformer_course.grading.judging.judge_process import LocalJudge, definitions
 from transformer_course.grading.kernel import cputime, forkserver
 from transformer_course.grading.notebook.workarea import judged, kernel_mounts, reference_on_path
 from transformer_course.grading.submission.handin import HIDDEN_PLACEHOLDER, STUB_MESSAGE
