@@ -449,7 +449,7 @@ def test_sizes_from_the_kernel_are_bounded_before_any_copy(kernel):
     """A stride-0 tensor (a few bytes sent, gigabytes once copied) and a lent reference called at a
     size no test uses are refused; the RNG state a lent class is built with is the kernel's for that
     call only."""
-    from transformer_course.grading.judging import lending
+    from transformer_course.grading.judging import sizes
 
     _, kc, link = kernel
     define(kc, """
@@ -480,7 +480,7 @@ def test_sizes_from_the_kernel_are_bounded_before_any_copy(kernel):
         assert said is not None and "at most" in said, said
     """)
     assert (ename, evalue) == ("", ""), (ename, evalue)
-    assert lending.MAX_CALL_SIZE < 9000 * 9000
+    assert sizes.MAX_CALL_SIZE < 9000 * 9000
 
 
 def _peak_mb() -> float:
@@ -526,19 +526,19 @@ def test_a_lent_call_counts_the_defaults_and_the_tensors_it_multiplies(repo, mon
     times a d_model of 2^17, repeat_kv's n_rep times its tensor; a float parameter (a base) is no size."""
     import torch
 
-    from transformer_course.grading.judging import lending
+    from transformer_course.grading.judging import lending, sizes
 
     monkeypatch.syspath_prepend(str(repo.reference))
     from course_reference import nb05_positional_encoding as nb05
     from course_reference import nb08_modern_decoder as nb08
 
     with pytest.raises(lending.Refused, match="at most"):
-        lending.check_call_size("PositionalEncoding", [2**17], {}, nb05.PositionalEncoding)
-    lending.check_call_size("PositionalEncoding", [16], {}, nb05.PositionalEncoding)
+        sizes.check_call_size("PositionalEncoding", [2**17], {}, nb05.PositionalEncoding)
+    sizes.check_call_size("PositionalEncoding", [16], {}, nb05.PositionalEncoding)
     with pytest.raises(lending.Refused, match="at most"):
-        lending.check_call_size("repeat_kv", [torch.zeros(2**20), 64], {}, nb08.repeat_kv)
-    lending.check_call_size("repeat_kv", [torch.zeros(2, 2, 6, 8), 2], {}, nb08.repeat_kv)
-    lending.check_call_size("GroupedQueryAttention", [64, 8, 4], {"rope_base": 10000}, nb08.GroupedQueryAttention)
+        sizes.check_call_size("repeat_kv", [torch.zeros(2**20), 64], {}, nb08.repeat_kv)
+    sizes.check_call_size("repeat_kv", [torch.zeros(2, 2, 6, 8), 2], {}, nb08.repeat_kv)
+    sizes.check_call_size("GroupedQueryAttention", [64, 8, 4], {"rope_base": 10000}, nb08.GroupedQueryAttention)
 
 
 FLOODS = """
@@ -605,14 +605,14 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
     literal is read without running anything, and only plain values pass."""
     import torch
 
-    from transformer_course.grading.judging import lending
+    from transformer_course.grading.judging import decoding
     from transformer_course.grading.kernel import wire
 
     for value in [{"op": "call", "h": 3, "args": [4000, 512, (1, -0.0, 2**70)], "kwargs": {"x": None}},
                   {"ok": 6.987712429686844e-04}, [True, "é\n'\"", {1: [], "a": ()}]]:
         text = wire.encode(value)
         assert text.startswith(wire.LITERAL), text
-        for read in (wire.decode, lending.decode):
+        for read in (wire.decode, decoding.decode):
             back = read(text)
             assert back == value and repr(back) == repr(value)
 
@@ -631,7 +631,7 @@ def test_plain_messages_go_as_literals_and_come_back_unchanged_and_nothing_else_
                "b'x'", "1j", "[" * 40 + "]" * 40, repr(list(range(20000)))]
     for text in hostile:
         with pytest.raises(ValueError):
-            lending.decode(wire.LITERAL + text)
+            decoding.decode(wire.LITERAL + text)
 
 
 def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
@@ -642,7 +642,7 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
     shape it names and exactly its share of the bytes, or refused."""
     import torch
 
-    from transformer_course.grading.judging import lending
+    from transformer_course.grading.judging import decoding
     from transformer_course.grading.kernel import wire
 
     message = {"callback": "#0", "args": [torch.randn(3, 4), torch.arange(6).reshape(2, 3), torch.tensor(2.5)],
@@ -661,7 +661,7 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
             return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
         return type(a) is type(b) and a == b
 
-    for read in (wire.decode, lending.decode):
+    for read in (wire.decode, decoding.decode):
         assert same(message, read(text))
     base = torch.randn(4, 4)
     shared = [base, base.view(16)]
@@ -686,8 +686,8 @@ def test_plain_values_and_dense_tensors_go_as_raw_bytes_and_come_back_exactly():
                "|(b'0', [['torch.float32', [1073741824, 1073741824]]])", four]
     for text in hostile:
         with pytest.raises(ValueError):
-            lending.decode(wire.TENSORS + text)
-    assert lending.decode(f"{wire.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
+            decoding.decode(wire.TENSORS + text)
+    assert decoding.decode(f"{wire.TENSORS}{four}|(b'0', [['torch.uint8', [3]]])").tolist() == [0, 0, 0]
 
 
 def test_a_comprehension_of_calls_goes_to_the_kernel_at_once_and_acts_as_one_call_each(kernel):

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading.judging import lending
+from transformer_course.grading.judging import lending, sizes
 from transformer_course.grading.judging.remote import _map
 from transformer_course.grading.kernel.wire import unpack
 
@@ -136,7 +136,7 @@ def _forward(link: Any, ask: dict) -> dict:
     inputs: list[torch.Tensor] = []
     leaf = _leaves(inputs)
     args, kwargs = _map(link.value(ask["args"]), leaf), _map(link.value(ask["kwargs"]), leaf)
-    lending.check_call_size(name if name in link.lent else type(fn).__name__, args, kwargs, fn)
+    sizes.check_call_size(name if name in link.lent else type(fn).__name__, args, kwargs, fn)
     with torch.enable_grad():
         result = fn(*args, **kwargs)
     number, outputs = _remember(link, inputs, result)
@@ -153,7 +153,7 @@ def _construct(link: Any, ask: dict) -> dict:
         raise lending.Refused(f"your code built the grader's {name}, which is not lent now")
     cls = link.lent[name]
     args, kwargs = link.value(ask["args"]), link.value(ask["kwargs"])
-    lending.check_call_size(name, args, kwargs, cls)
+    sizes.check_call_size(name, args, kwargs, cls)
     with torch.random.fork_rng(devices=[]):  # the kernel's RNG state, for this call only
         torch.random.set_rng_state(_rng_state(ask["rng"]))
         module = cls(*args, **kwargs)

@@ -4,7 +4,7 @@ A test cell's code (visible or hidden, always the grader's trusted copy) runs he
 with the reference importable. Every name the notebook defined is a :class:`Remote` proxy: calling
 it, reading an attribute or running ``backward`` sends a request to the student's kernel, where
 :mod:`.recorder` carries it out and sends back plain data (a literal, tensors as bytes, else
-``torch.load(weights_only=True)``: :func:`.lending.decode`).
+``torch.load(weights_only=True)``: :func:`.decoding.decode`).
 So the expected values, the comparisons, the diagnosis of a known mistake and the message are all
 computed here; the kernel only ever sees the inputs the grader chose and its own results. Code in
 the kernel (a patched ``torch.allclose``, a tracer, a thread) can change what the student's code

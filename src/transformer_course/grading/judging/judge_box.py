@@ -2,10 +2,10 @@
 
 The judge (:mod:`.judge`: it answers the kernel, runs the reference and the checks, decides each test
 cell's verdict) lends the grader's objects to the student's code through an allow-list
-(:mod:`.lending`). A flaw in that list, or in torch's own loading of what the kernel sends, would run
-the student's code with the judge's rights. So the judge does not run in the grading worker: each
-notebook gets a fresh judge process, forked from a template in a sandbox of its own
-(:mod:`.forkserver`, the same mechanism as the kernels'), that
+(:mod:`.lending`). A flaw in that list, or in torch's own loading of what the kernel sends
+(:mod:`.decoding`), would run the student's code with the judge's rights. So the judge does not run
+in the grading worker: each notebook gets a fresh judge process, forked from a template in a sandbox
+of its own (:mod:`.forkserver`, the same mechanism as the kernels'), that
 
 - sees the Python environment, the course's package and the hidden reference, read-only, and nothing
   else of the machine's files (the repository, the class's ``OUT``, the work areas, the other

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading.judging import handlers, lending
+from transformer_course.grading.judging import decoding, handlers, lending, sizes
 from transformer_course.grading.judging.handlers import END
 from transformer_course.grading.judging.remote import LinkBroken, Remote
 from transformer_course.grading.judging.values import Values
@@ -199,7 +199,7 @@ class Link(Values):
     @staticmethod
     def _read_answer(text: str) -> Any:
         try:
-            return lending.decode(text)  # its sizes bounded before it is built
+            return decoding.decode(text)  # its sizes bounded before it is built
         except lending.Refused:  # the student's value, too large: refused in the test, the kernel goes on
             raise
         except Exception as exc:  # noqa: BLE001 (whatever the kernel sent, it is no answer)
@@ -210,8 +210,8 @@ class Link(Values):
         try:
             if not prompt.startswith(PROMPT):
                 raise ValueError("not a call back")
-            ask = lending.decode(prompt[len(PROMPT):])
-            lending.check_tensors(ask)  # before any copy or computation of the grader's
+            ask = decoding.decode(prompt[len(PROMPT):])
+            sizes.check_tensors(ask)  # before any copy or computation of the grader's
             self._depth += 1
             try:
                 reply = handlers.handle(self, ask)

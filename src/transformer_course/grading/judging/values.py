@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from transformer_course.grading.judging import lending
+from transformer_course.grading.judging import lending, sizes
 from transformer_course.grading.judging.remote import LinkBroken, Remote, remote_error
 from transformer_course.grading.kernel.wire import PLAIN, pack, unpack
 
@@ -31,7 +31,7 @@ class Values:
         if code here changes one in place (``nn.init.eye_(layer.weight)``, ``p.copy_(...)``), the
         original is changed the same way before the kernel runs anything else."""
         # Held (not weakly: `layer.weight.copy_(w)` drops it at once) until released.
-        for tensor in lending.tensors(value):
+        for tensor in sizes.tensors(value):
             handle = getattr(tensor, "_course_handle", None)
             if handle is not None:
                 self.attached.append([tensor, handle, tensor._version])
@@ -190,6 +190,6 @@ class Values:
     def ok(self, answer: dict, what: str) -> Any:
         """The value of ``answer``, or the student's error as the checks expect it."""
         if "ok" in answer:
-            lending.check_tensors(answer["ok"])  # before any copy of what it holds
+            sizes.check_tensors(answer["ok"])  # before any copy of what it holds
             return self.value(answer["ok"], what)
         raise remote_error(answer)

@@ -4,7 +4,7 @@ Both halves use this module: the grader imports it, and the kernel runs its text
 recorder's (:data:`.link.SOURCES`). A message of plain numbers and strings, the most common,
 goes as a Python literal (:func:`literal`); one of plain values and dense tensors as the tensors'
 bytes and a literal (:func:`raw`); anything else as ``torch.save`` bytes (base64) that the grader
-reads back with ``weights_only=True`` (:func:`.lending.decode`, with its sizes bounded first).
+reads back with ``weights_only=True`` (:func:`.decoding.decode`, with its sizes bounded first).
 """
 
 from __future__ import annotations
