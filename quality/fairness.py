@@ -5,7 +5,10 @@ solution notebook, graded by :func:`~.batch.grade_class` like a student's. To ke
 number of notebooks small, one notebook carries one case per exercise of its assignment
 (round ``k`` takes each exercise's ``k``-th case): so it also checks that a mistake costs
 points on its own exercise only, since every other exercise of that notebook must still
-score full marks.
+score full marks. The code cells after a notebook's last test cell (the closing demonstrations:
+attention maps, timings, a small model trained) are left out of the catalogue's notebooks: cells run
+in order, so nothing after the last test cell can change a score, and they were a fifth of the
+catalogue's kernel time.
 
 Two catalogues: the own one (``source: own``, written next to the checks) and the one from
 outside (a ``source:`` address, adapted from public implementations and their issue threads). Figures
@@ -87,12 +90,20 @@ def write_class(repo: Repo, submitted: Path) -> dict[tuple[str, str], list[Case]
                 # solution's own helpers (07's merge_pair, which apply_bpe also uses) stay defined:
                 # the other exercises are the solution's, helpers included.
                 cell.source = cell.source + "\n\n" + IMPORTS + case.code
+            nb.cells = _without_closing_demos(nb.cells)
             student = f"cat_{k:02d}"
             folder = submitted / student / name
             folder.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, folder / f"{assignment.notebook}.ipynb")
             packed[(student, name)] = chosen
     return packed
+
+
+def _without_closing_demos(cells: list) -> list:
+    """The cells up to the last test cell, and the text cells after it (its written questions)."""
+    last = max(i for i, c in enumerate(cells)
+               if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade"))
+    return [c for i, c in enumerate(cells) if i <= last or c.cell_type != "code"]
 
 
 def outcomes(packed: dict[tuple[str, str], list[Case]], results: list[SubmissionResult]

@@ -33,9 +33,12 @@ from transformer_course.grading.judging import judge_box
 from transformer_course.grading.judging.judge_box import BoxedJudge
 from transformer_course.grading.judging.judge_process import LocalJudge, definitions
 from transformer_course.grading.kernel import cputime, forkserver
+from transformer_course.grading.notebook import cell_schema
 from transformer_course.grading.notebook.workarea import judged, kernel_mounts, reference_on_path
 from transformer_course.grading.submission.handin import HIDDEN_PLACEHOLDER, STUB_MESSAGE
 from transformer_course.layout import COURSE_ID, GRADING_ENV, SOURCE_SUFFIX, Repo, exercise_of
+
+cell_schema.install()
 
 # Kernels run on this machine only; ipykernel's warning about unencrypted local TCP would
 # otherwise print once per notebook between the progress bar's lines.
