@@ -7,7 +7,7 @@ number of notebooks small, one notebook carries one case per exercise of its ass
 points on its own exercise only, since every other exercise of that notebook must still
 score full marks. The code cells after a notebook's last test cell (the closing demonstrations:
 attention maps, timings, a small model trained) are left out of the catalogue's notebooks: cells run
-in order, so nothing after the last test cell can change a score, and they were a fifth of the
+in order, so nothing after the last test cell can change a score, and they were about a third of the
 catalogue's kernel time.
 
 Two catalogues: the own one (``source: own``, written next to the checks) and the one from
