@@ -35,12 +35,16 @@ grade: build
 	$(BIN)/transformer-course report $(OUT)
 	$(BIN)/python -m quality.expected $(OUT)
 
-test: install
-	$(BIN)/python -m pytest -q
+# Two pytest processes side by side (CONTRIBUTING, "Build, test, commit"; the groups: tests/conftest.py).
+PYTEST_PROCESSES ?= 2
+XDIST = -n $(PYTEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
 
-# The contributor's loop (CONTRIBUTING, "Tests"): every test that starts no kernel, in a few minutes.
+test: install
+	$(BIN)/python -m pytest -q $(XDIST)
+
+# The contributor's loop (CONTRIBUTING, "Build, test, commit"): every test that starts no kernel, in a few minutes.
 test-fast: install
-	COURSE_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not heavy"
+	COURSE_TEST_FAST=1 $(BIN)/python -m pytest -q -m "not slow and not heavy" $(XDIST)
 
 # BENCH_FLAGS: e.g. --check-only --record FILE (`check` against the notebooks' own cells alone, ~10 min),
 # --hostile-only (a hostile class with 1 and 2 workers, and every property test's long profile, ~15 min),

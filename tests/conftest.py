@@ -101,12 +101,28 @@ HEAVY_TESTS = {  # a name without parameters marks each of its parameters
 _KERNELS_ALLOWED = [True]
 
 
+# `make test` runs two pytest processes side by side (pytest-xdist, `-n 2 --dist loadgroup`): in a grading test
+# one process often waits for another (a kernel, a judge, pip, a browser) and a core is left idle. The heavy
+# tests stay in one process, in the files' order, as a plain run has them (each grading fixture made once, the
+# tests that load the machine on purpose never beside another such test); the other process grades the
+# catalogue (CPU only, no clock in its claims), then runs the tests that start no kernel, a module at a time.
+def _group(item: pytest.Item) -> str:
+    if "catalogue_graded" in getattr(item, "fixturenames", ()):
+        return "catalogue"
+    return "heavy" if item.get_closest_marker("heavy") else item.nodeid.split("::")[0]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         name = item.nodeid.removeprefix("tests/")
         if (GRADING_FIXTURES & set(getattr(item, "fixturenames", ())) or name.split("::")[0] in HEAVY_MODULES
                 or name in HEAVY_TESTS or name.split("[")[0] in HEAVY_TESTS):
             item.add_marker(pytest.mark.heavy)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist only: a plain run keeps the files' order
+        order = ["catalogue", "heavy"]  # handed out first, one to each process (--no-loadscope-reorder)
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+        items.sort(key=lambda item: order.index(_group(item)) if _group(item) in order else len(order))
 
 
 @pytest.hookimpl(tryfirst=True)

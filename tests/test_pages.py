@@ -8,12 +8,14 @@ no grading; `HYPOTHESIS_PROFILE=long` for a longer run.
 from __future__ import annotations
 
 import base64
+import copy
 import html
 import re
 from html.parser import HTMLParser
 
 import nbformat
 import pytest
+from bs4 import BeautifulSoup
 from hypothesis import given
 from hypothesis import strategies as st
 from nbconvert.exporters import HTMLExporter
@@ -298,6 +300,52 @@ def test_outputs_of_the_students_code_keep_no_handler_attribute_or_remote_image(
     text = " ".join(page.text.split())
     for word in words:
         assert " ".join(word.split()) in text, f"{word!r} lost"
+
+
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(range(40))).decode()
+ALTS = st.one_of(st.none(), st.just(""), WORDS, st.sampled_from(['"><b>x</b>', "a & b"]))
+
+
+@pytest.fixture(scope="module")
+def feedback_exporter():
+    config = Config()
+    sanitise.configure(config)
+    return sanitise.FeedbackExporter(config=config, template_name="classic")
+
+
+@given(hostile_html(), ALTS, ALTS, ALTS, st.booleans())
+def test_a_feedback_page_is_the_page_nbconvert_writes_without_its_second_pass(
+        exporter, feedback_exporter, markup, output_alt, cell_alt, markdown_alt, svg):
+    """The feedback pages skip what nbconvert's HTMLExporter does to a page it has rendered (parse it again
+    with BeautifulSoup, give each image without alt text a placeholder, write it out again): the same
+    notebook gives the same page both ways, read back alike, and every image of it has alt text (its own, or
+    nbconvert's placeholder). Images of every kind: outputs (PNG, JPEG, SVG) with or without alt text in
+    the output's or the cell's metadata, and in markdown and HTML, written by hand or as an attachment."""
+    source, _ = markup
+    alt = "" if markdown_alt is None else f' alt="{html.escape(markdown_alt)}"'
+    image = f'<img src="data:image/png;base64,{PNG}"{alt}>'
+    cell = nbformat.v4.new_code_cell("x")
+    if cell_alt is not None:
+        cell.metadata["alt"] = cell_alt
+    own = {} if output_alt is None else {"alt": output_alt}
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={"image/png": PNG}, metadata={"image/png": dict(own)}),
+        nbformat.v4.new_output("execute_result", data={"image/jpeg": JPEG}, metadata=dict(own), execution_count=1),
+        nbformat.v4.new_output("display_data", data={"text/html": source + image}),
+        nbformat.v4.new_output("display_data", data={"text/markdown": image + source}),
+    ]
+    if svg:
+        cell.outputs.append(nbformat.v4.new_output("display_data", data={"image/svg+xml": "<svg></svg>"}))
+    text = nbformat.v4.new_markdown_cell(f"{source}\n\n{image}\n\n![](attachment:a.png) ![x](attachment:a.png)")
+    text.attachments = {"a.png": {"image/png": PNG}}
+    notebook = nbformat.v4.new_notebook(cells=[text, cell])
+    ours, _ = feedback_exporter.from_notebook_node(copy.deepcopy(notebook))
+    theirs, _ = exporter.from_notebook_node(copy.deepcopy(notebook))
+    assert str(BeautifulSoup(ours, features="html.parser")) == theirs
+    images = [attrs for tag, attrs in Page(ours).elements if tag == "img"]
+    assert len(images) >= 6 + svg and all(attrs.get("alt") is not None for attrs in images), images
+    if output_alt is None and cell_alt is None:
+        assert sum(attrs["alt"] == sanitise.NO_ALT_TEXT for attrs in images) >= 2 + svg, images
 
 
 # --- the similarity pages: the one place that puts markup around a student's code ---------------------

@@ -39,7 +39,10 @@ import bleach
 from bleach import html5lib_shim
 from jinja2 import pass_context
 from markupsafe import escape
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 from traitlets.config import Config
@@ -64,6 +67,8 @@ ALIGN = frozenset({"left", "center", "right"})
 TEX_ATTRIBUTE_MACROS = re.compile(r"\\(?=(?:cssId|class|style|href|url|data|bbox|enclose|mmlToken|require)"
                                   r"(?![A-Za-z]))")
 LOOK_ALIKE_BACKSLASH = "\uff3c"
+# nbconvert's alt text for an image that has none (nbconvert/exporters/html.py, HTMLExporter.from_notebook_node).
+NO_ALT_TEXT = "No description has been provided for this image"
 
 
 def _normalised_url(value: str) -> str:
@@ -111,10 +116,22 @@ class NeutraliseTeXAttributes(html5lib_shim.Filter):
             yield {"type": "Characters", "data": TEX_ATTRIBUTE_MACROS.sub(LOOK_ALIKE_BACKSLASH, "".join(text))}
 
 
+class AltText(html5lib_shim.Filter):
+    """An html5lib filter over bleach's output: an image without alt text gets :data:`NO_ALT_TEXT` (what a
+    screen reader says for it), as nbconvert gives every image of a page it renders."""
+
+    def __iter__(self):
+        for token in super().__iter__():
+            if token["type"] in ("StartTag", "EmptyTag") and token["name"] == "img" and not any(
+                    name == "alt" for (_, name) in token["data"]):
+                token["data"][(None, "alt")] = NO_ALT_TEXT
+            yield token
+
+
 @cache
 def _cleaner() -> bleach.Cleaner:
     return bleach.Cleaner(tags=TAGS, attributes=_allowed_attribute, protocols={*LINK_SCHEMES, "data"},
-                          strip=True, strip_comments=True, filters=[NeutraliseTeXAttributes])
+                          strip=True, strip_comments=True, filters=[NeutraliseTeXAttributes, AltText])
 
 
 def clean_html(text: str | bytes) -> str:
@@ -178,7 +195,8 @@ class PageOutputs(Preprocessor):
     ``width`` and ``height`` unquoted (``width=1 onerror=...`` is an event handler) and
     ``metadata.filenames`` as the image's ``src`` (a remote image): only whole numbers stay for the first,
     the second goes. A ``text/latex`` output, typeset by MathJax, has its attribute macros neutralised
-    (:data:`TEX_ATTRIBUTE_MACROS`)."""
+    (:data:`TEX_ATTRIBUTE_MACROS`). A PNG or JPEG output without alt text (its own or its cell's) gets
+    :data:`NO_ALT_TEXT`."""
 
     enabled = Bool(True)  # nbconvert registers preprocessors disabled unless they say otherwise
 
@@ -194,6 +212,12 @@ class PageOutputs(Preprocessor):
             data = output.get("data")
             if isinstance(data, dict) and isinstance(data.get("text/latex"), str):
                 data["text/latex"] = TEX_ATTRIBUTE_MACROS.sub(LOOK_ALIKE_BACKSLASH, data["text/latex"])
+            if isinstance(data, dict) and output.get("output_type") in ("display_data", "execute_result"):
+                for mime in ("image/png", "image/jpeg"):  # the templates' <img> outputs: alt text from here
+                    if mime in data and not (cell.get("metadata") or {}).get("alt"):
+                        entry = output.setdefault("metadata", {}).setdefault(mime, {})
+                        if isinstance(entry, dict) and not entry.get("alt"):
+                            entry["alt"] = NO_ALT_TEXT
         return cell, resources
 
 
@@ -202,12 +226,37 @@ def _whole_number(value) -> bool:
         isinstance(value, str) and NUMBER.fullmatch(value) is not None)
 
 
+class FeedbackExporter(HTMLExporter):
+    """nbconvert's HTMLExporter for the feedback pages, without the pass nbconvert makes over every page
+    it has rendered: it parses the page again (BeautifulSoup) to give images without alt text a
+    placeholder and the JupyterLab template's cells a ``tabindex``, and writes it out again, which costs
+    about as much CPU time as rendering the page. The feedback template is the classic one, which has none
+    of those cells, and every image already has alt text (:class:`PageOutputs` for outputs, :class:`AltText`
+    in markdown): the page is the same page (tests/test_pages.py parses both)."""
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        outputs = [output for cell in nb.cells for output in cell.get("outputs", [])]
+        if any("image/svg+xml" in (output.get("data") or {}) for output in outputs):
+            return super().from_notebook_node(nb, resources, **kw)  # the template's SVG image has no alt text
+        language = nb.metadata.get("language_info", {})
+        lexer = language.get("pygments_lexer", language.get("name", None))
+        # As HTMLExporter.from_notebook_node registers them before it renders.
+        self.register_filter("highlight_code", self.filters.get(
+            "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        resources = self._init_resources(resources)
+        self.register_filter("filter_data_type", WidgetsDataTypeFilter(
+            notebook_metadata=self._nb_metadata, parent=self, resources=resources))
+        return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+
+
 def configure(config: Config) -> None:
     """Set, in an nbgrader ``config``, what makes every HTML page nbconvert renders from a student's
     notebook safe: nbconvert's ``sanitize_html`` (HTML outputs cleaned, JavaScript and widget outputs
     not emitted) with :func:`clean_html` as its cleaner, and :func:`markdown2html` in place of
     nbconvert's filter (nbgrader's feedback and formgrade templates render markdown cells with it, and
-    never sanitise them), and :class:`PageOutputs` over the outputs' metadata."""
+    never sanitise them), and :class:`PageOutputs` over the outputs' metadata. The feedback pages are
+    written by :class:`FeedbackExporter`."""
     config.HTMLExporter.sanitize_html = True
     config.HTMLExporter.preprocessors = [f"{__name__}.PageOutputs"]
     config.HTMLExporter.filters = {"markdown2html": f"{__name__}.markdown2html", "clean_html": f"{__name__}.clean_html"}
+    config.GenerateFeedback.exporter_class = FeedbackExporter
