@@ -37,7 +37,7 @@ grade: build
 
 # Two pytest processes side by side (CONTRIBUTING, "Build, test, commit"; the groups: tests/conftest.py).
 PYTEST_PROCESSES ?= 2
-XDIST = -n $(PYTEST_PROCESSES) --dist loadgroup --no-loadscope-reorder
+XDIST = -n $(PYTEST_PROCESSES) --no-loadscope-reorder
 
 test: install
 	$(BIN)/python -m pytest -q $(XDIST)

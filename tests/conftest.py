@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -101,11 +103,24 @@ HEAVY_TESTS = {  # a name without parameters marks each of its parameters
 _KERNELS_ALLOWED = [True]
 
 
-# `make test` runs two pytest processes side by side (pytest-xdist, `-n 2 --dist loadgroup`): in a grading test
-# one process often waits for another (a kernel, a judge, pip, a browser) and a core is left idle. The heavy
-# tests stay in one process, in the files' order, as a plain run has them (each grading fixture made once, the
-# tests that load the machine on purpose never beside another such test); the other process grades the
-# catalogue (CPU only, no clock in its claims), then runs the tests that start no kernel, a module at a time.
+# `make test` runs two pytest processes side by side (pytest-xdist, `-n 2`): in a grading test one process often
+# waits for another (a kernel, a judge, pip, a browser) and a core is left idle. The heavy tests stay in one
+# process, in the files' order, as a plain run has them (each grading fixture made once, the tests that load
+# the machine on purpose never beside another such test); the other process grades the catalogue (CPU only, no
+# clock in its claims), then runs the tests that start no kernel, a module at a time. Each process's collection
+# writes each test's group to GROUPS, which the scheduler reads (xdist's own `xdist_group` marks set the groups
+# by renaming a test, which pytest 9 no longer lets a plugin do).
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+GROUPS = Path(tempfile.gettempdir()) / f"transformer-course-test-groups-{os.getppid() if XDIST_WORKER else os.getpid()}"
+FIRST = ["catalogue", "heavy"]  # handed out first, one to each process
+
+if XDIST_WORKER:
+    import torch
+
+    # The other process has the other core: torch's threads in this one (one per core) would spin against it.
+    torch.set_num_threads(1)
+
+
 def _group(item: pytest.Item) -> str:
     if "catalogue_graded" in getattr(item, "fixturenames", ()):
         return "catalogue"
@@ -118,11 +133,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if (GRADING_FIXTURES & set(getattr(item, "fixturenames", ())) or name.split("::")[0] in HEAVY_MODULES
                 or name in HEAVY_TESTS or name.split("[")[0] in HEAVY_TESTS):
             item.add_marker(pytest.mark.heavy)
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # under xdist only: a plain run keeps the files' order
-        order = ["catalogue", "heavy"]  # handed out first, one to each process (--no-loadscope-reorder)
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
-        items.sort(key=lambda item: order.index(_group(item)) if _group(item) in order else len(order))
+    if XDIST_WORKER:  # a plain run keeps the files' order
+        items.sort(key=lambda item: FIRST.index(_group(item)) if _group(item) in FIRST else len(FIRST))
+        part = GROUPS.with_suffix(f".{XDIST_WORKER}")
+        part.write_text(json.dumps({item.nodeid: _group(item) for item in items}))
+        part.replace(GROUPS)  # whole: the processes collect the same tests
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """xdist's scheduler by scope (a scope's tests in one process, the scopes in collection order with
+        --no-loadscope-reorder), a test's scope being its group."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            if not hasattr(self, "_groups"):
+                self._groups = json.loads(GROUPS.read_text())
+            return self._groups[nodeid]
+
+    return ByGroup(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not XDIST_WORKER:
+        GROUPS.unlink(missing_ok=True)
 
 
 @pytest.hookimpl(tryfirst=True)

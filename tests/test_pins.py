@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # distribution -> the module it provides, where the names differ
 MODULES = {"jupyter-book": "jupyter_book", "ipykernel": "ipykernel", "pytest": "pytest", "pylti1p3next": "pylti1p3",
-           "PyJWT": "jwt"}
+           "PyJWT": "jwt", "pytest-xdist": "xdist"}
 
 
 def _pins() -> tuple[list[str], dict[str, str]]:

@@ -87,7 +87,7 @@ def _cell_score(text: str, gid: str, said: str) -> str:
     said = f"{WRITTEN[0]}{said}{WRITTEN[1]}"
     gid = re.escape(gid)
     text = re.sub(rf'(<a href="#{gid}">[^<\n]*</a> \(){_SAID}(\))', lambda m: m[1] + said + m[2], text)
-    return re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">[^\n]*?\n?<span class="pull-right">\s*)'
+    return re.sub(rf'(<a name="{gid}"></a><div class="panel-heading">[^\n]*?\s*<span class="pull-right">\s*)'
                   rf"{_SAID}", lambda m: m[1] + said, text)
 
 
