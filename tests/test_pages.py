@@ -346,6 +346,9 @@ def test_a_feedback_page_is_the_page_nbconvert_writes_without_its_second_pass(
     assert len(images) >= 6 + svg and all(attrs.get("alt") is not None for attrs in images), images
     if output_alt is None and cell_alt is None:
         assert sum(attrs["alt"] == sanitise.NO_ALT_TEXT for attrs in images) >= 2 + svg, images
+    own_alt = output_alt or cell_alt  # the PNG's (in its mime type's metadata) and the JPEG's (in its own)
+    if own_alt:
+        assert sum(html.unescape(attrs["alt"]) == own_alt for attrs in images) >= 2, (own_alt, images)
 
 
 # --- the similarity pages: the one place that puts markup around a student's code ---------------------

@@ -40,6 +40,7 @@ from bleach import html5lib_shim
 from jinja2 import pass_context
 from markupsafe import escape
 from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters import get_metadata
 from nbconvert.filters.highlight import Highlight2HTML
 from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
@@ -214,10 +215,11 @@ class PageOutputs(Preprocessor):
                 data["text/latex"] = TEX_ATTRIBUTE_MACROS.sub(LOOK_ALIKE_BACKSLASH, data["text/latex"])
             if isinstance(data, dict) and output.get("output_type") in ("display_data", "execute_result"):
                 for mime in ("image/png", "image/jpeg"):  # the templates' <img> outputs: alt text from here
-                    if mime in data and not (cell.get("metadata") or {}).get("alt"):
-                        entry = output.setdefault("metadata", {}).setdefault(mime, {})
-                        if isinstance(entry, dict) and not entry.get("alt"):
-                            entry["alt"] = NO_ALT_TEXT
+                    entry = output.setdefault("metadata", {}).get(mime, {})
+                    # The template's alt text: the output's (its mime type's, else its own), else the cell's.
+                    if (mime in data and isinstance(entry, dict)
+                            and (get_metadata(output, "alt", mime) or get_metadata(cell, "alt")) is None):
+                        output.metadata[mime] = {**entry, "alt": NO_ALT_TEXT}
         return cell, resources
 
 
