@@ -100,7 +100,7 @@ def test_solution_notebooks_run_top_to_bottom(repo, rebuilt, multi30k_dir, monke
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     for assignment in repo.assignments():
         if assignment.trains and multi30k_dir is None:
-            continue  # tests/test_training.py says why it is skipped
+            continue  # no local Multi30k copy: tests never download it (tests/test_data.py)
         nb = run_solution(assignment, train_config="tiny")  # notebook 07: the one-minute configuration
         errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
                   if o.get("output_type") == "error"]

@@ -190,6 +190,28 @@ def test_ctrl_c_with_dask_ends_quietly_and_leaves_no_worker(small_class, tmp_pat
     assert not left, f"left running: {[' '.join(p.cmdline())[:100] for p in left]}"
 
 
+def test_a_stop_ends_the_runs_processes_but_not_multiprocessings_resource_tracker(tmp_path):
+    """Killed by a Ctrl-C, the tracker was relaunched at the next lock's release, and the new one printed a
+    traceback for every lock it had not seen (a fresh clone's Dask Ctrl-C test, 1 run in many). In a process
+    of its own: the stop ends every child of the process that calls it."""
+    script = """
+import multiprocessing, subprocess, sys, psutil
+from multiprocessing import resource_tracker
+from transformer_course.grading import stop
+lock = multiprocessing.get_context("spawn").Lock()  # registered with the tracker, which starts
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+tracker = resource_tracker._resource_tracker._pid
+stop.end_children()
+alive = lambda pid: psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+print(alive(tracker), alive(sleeper.pid))
+del lock
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "False"], run.stdout  # the tracker lives, the other child was ended
+    assert "Traceback" not in run.stderr and "resource_tracker" not in run.stderr, run.stderr
+
+
 def test_a_killed_worker_is_a_grader_error_said_in_the_last_line(small_class, tmp_path, monkeypatch, capsys,
                                                                    fake_grading):
     """Dask's KilledWorker (every worker that took the notebook died): that notebook is not recorded,

@@ -77,15 +77,26 @@ def _spawned(process: psutil.Process) -> bool:
     return False
 
 
+def _resource_tracker() -> int | None:
+    """The pid of multiprocessing's resource tracker for this process, if it started one (the Dask
+    cluster's spawns do). It ends when this process does; killed early, the next unregistering of a
+    lock relaunches it, and the new one prints a traceback for each lock it never saw."""
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker._resource_tracker, "_pid", None)
+
+
 def end_children(keep_workers: bool = True, wait: float = 5.0) -> None:
     """End every process this one started, whatever started it under them: SIGKILL, as a kernel or a
-    sandbox may ignore gentler signals; ``keep_workers``: not the cluster's workers (nor their own)."""
+    sandbox may ignore gentler signals; ``keep_workers``: not the cluster's workers (nor their own).
+    Never multiprocessing's resource tracker (known by its pid, which no student process can take)."""
     me = psutil.Process()
+    tracker = _resource_tracker()
     ended = []
     with contextlib.suppress(psutil.Error):
         for child in me.children():
             tree = [child]
-            if keep_workers and _spawned(child):
+            if (keep_workers and _spawned(child)) or child.pid == tracker:
                 continue
             with contextlib.suppress(psutil.Error):
                 tree += child.children(recursive=True)
