@@ -192,7 +192,7 @@ def test_ctrl_c_with_dask_ends_quietly_and_leaves_no_worker(small_class, tmp_pat
 
 def test_a_stop_ends_the_runs_processes_but_not_multiprocessings_resource_tracker(tmp_path):
     """Killed by a Ctrl-C, the tracker was relaunched at the next lock's release, and the new one printed a
-    traceback for every lock it had not seen (a fresh clone's Dask Ctrl-C test, 1 run in many). In a process
+    traceback for every lock it had not seen (the Dask Ctrl-C test failed on it once, on a fresh clone). In a process
     of its own: the stop ends every child of the process that calls it."""
     script = """
 import multiprocessing, subprocess, sys, psutil
