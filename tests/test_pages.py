@@ -16,7 +16,7 @@ from html.parser import HTMLParser
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
@@ -314,6 +314,7 @@ def feedback_exporter():
 
 
 @given(hostile_html(), ALTS, ALTS, ALTS, st.booleans())
+@example(("<SCRIPT >0</SCRIPT>", []), None, None, None, False)  # the long profile's find: 5 images, not 6
 def test_a_feedback_page_is_the_page_nbconvert_writes_without_its_second_pass(
         exporter, feedback_exporter, markup, output_alt, cell_alt, markdown_alt, svg):
     """The feedback pages skip what nbconvert's HTMLExporter does to a page it has rendered (parse it again
@@ -343,7 +344,11 @@ def test_a_feedback_page_is_the_page_nbconvert_writes_without_its_second_pass(
     theirs, _ = exporter.from_notebook_node(copy.deepcopy(notebook))
     assert str(BeautifulSoup(ours, features="html.parser")) == theirs
     images = [attrs for tag, attrs in Page(ours).elements if tag == "img"]
-    assert len(images) >= 6 + svg and all(attrs.get("alt") is not None for attrs in images), images
+    # The four outputs' images at least; the markdown cell's three unless the markup opens a raw HTML block
+    # that runs to the cell's end (`<SCRIPT >` without a lower-case `</script>`: mistune keeps the rest as
+    # text), as it does in nbconvert's page too.
+    assert len(images) == sum(tag == "img" for tag, _ in Page(theirs).elements) >= 4 + svg, images
+    assert all(attrs.get("alt") is not None for attrs in images), images
     if output_alt is None and cell_alt is None:
         assert sum(attrs["alt"] == sanitise.NO_ALT_TEXT for attrs in images) >= 2 + svg, images
     own_alt = output_alt or cell_alt  # the PNG's (in its mime type's metadata) and the JPEG's (in its own)
