@@ -128,25 +128,30 @@ if XDIST_WORKER:
     torch.set_num_threads(1)
 
 
+def _named(item: pytest.Item, names: set[str]) -> bool:
+    """Whether ``names`` (``module::test``, without ``tests/``) names the test, or the test its parameters are of."""
+    name = item.nodeid.removeprefix("tests/")
+    return name in names or name.split("[")[0] in names
+
+
 def _group(item: pytest.Item) -> str:
     if "catalogue_graded" in getattr(item, "fixturenames", ()):
         return "catalogue"
-    module = item.nodeid.split("::")[0]
-    if item.get_closest_marker("heavy") and item.nodeid.removeprefix("tests/") not in OWN_GROUP:
+    if item.get_closest_marker("heavy") and not _named(item, OWN_GROUP):
         return "heavy"
-    return module
+    return item.nodeid.split("::")[0]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        name = item.nodeid.removeprefix("tests/")
-        if (GRADING_FIXTURES & set(getattr(item, "fixturenames", ())) or name.split("::")[0] in HEAVY_MODULES
-                or name in HEAVY_TESTS or name.split("[")[0] in HEAVY_TESTS):
+        if (GRADING_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or item.nodeid.removeprefix("tests/").split("::")[0] in HEAVY_MODULES or _named(item, HEAVY_TESTS)):
             item.add_marker(pytest.mark.heavy)
     if XDIST_WORKER:  # a plain run keeps the files' order
-        items.sort(key=lambda item: FIRST.index(_group(item)) if _group(item) in FIRST else len(FIRST))
+        groups = {item.nodeid: _group(item) for item in items}
+        items.sort(key=lambda item: FIRST.index(groups[item.nodeid]) if groups[item.nodeid] in FIRST else len(FIRST))
         part = GROUPS.with_suffix(f".{XDIST_WORKER}")
-        part.write_text(json.dumps({item.nodeid: _group(item) for item in items}))
+        part.write_text(json.dumps(groups))
         part.replace(GROUPS)  # whole: the processes collect the same tests
 
 
