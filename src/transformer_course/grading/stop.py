@@ -12,7 +12,9 @@ student's grader-error, or a 0. So, while a run grades (:func:`handled`), the gr
   bwrap, fork servers), so that whatever waits on them returns at once;
 - raises :class:`Stopped` (a ``KeyboardInterrupt``), once: the command says one line and exits
   with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM); a second press while the
-  run closes changes nothing;
+  run closes changes nothing. Where Python cannot raise it (the signal came while a weakref
+  callback or a ``__del__`` ran: Python prints "Exception ignored in" and a traceback), it is
+  dropped quietly: the signal is noted, and the run stops at its next :func:`check`;
 - and at the end, :func:`sweep` ends whatever it started that is still alive.
 
 A grading worker of the cluster only notes the signal (:func:`note`): the grading process closes it.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -120,6 +123,16 @@ def _handler(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
+def _quiet_when_stopped(before):
+    """An unraisable-exception hook that drops a :class:`Stopped` (already noted) and passes on the rest."""
+
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Stopped):
+            before(unraisable)
+
+    return hook
+
+
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """For the block: SIGINT and SIGTERM stop this process's run as the module says (main thread
@@ -129,8 +142,11 @@ def handled() -> Iterator[None]:
         return
     forget()
     before = {s: signal.signal(s, _handler) for s in SIGNALS}
+    hook, sys.unraisablehook = sys.unraisablehook, _quiet_when_stopped(sys.unraisablehook)
     try:
         yield
+        check()  # a Stopped that Python could not raise (above) ends the run here at the latest
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+        sys.unraisablehook = hook
