@@ -62,3 +62,22 @@ def test_cluster_grades_equal_local_grades(repo, tmp_path, cluster):
         [(r.student_id, r.assignment, r.status, [(e.exercise, e.score) for e in r.exercises]) for r in local]
     assert (tmp_path / "remote" / "grades.csv").read_text() == (tmp_path / "local" / "grades.csv").read_text()
     assert any(r.score > 0 for r in remote) and any(r.score < r.max_score for r in remote)
+
+
+def test_grades_own_cluster_spends_no_cpu_watching_itself():
+    """`grade`'s local cluster runs without Dask's statistical profiler (a thread that walks every stack each 10 ms)
+    and with slower health checks (daskquiet.LOCAL_CLUSTER): the workers see those settings, and every key is one
+    Dask has (a misspelt key would be set and read by nobody)."""
+    import dask
+    from distributed import Client
+
+    from transformer_course.grading.run.daskquiet import LOCAL_CLUSTER, local_cluster
+
+    for key in LOCAL_CLUSTER:
+        assert dask.config.get(key) != LOCAL_CLUSTER[key], key  # Dask's own default, which the cluster changes
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        seen = client.run(lambda: {key: dask.config.get(key) for key in LOCAL_CLUSTER})
+        callbacks = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
+    assert list(seen.values()) == [LOCAL_CLUSTER]
+    assert all("profile" not in names for names in callbacks.values()), callbacks
+    assert all("heartbeat" in names for names in callbacks.values()), callbacks  # a worker's periodic work, still there

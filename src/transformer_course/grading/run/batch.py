@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import logging
 import os
 import shutil
 import socket
@@ -188,13 +187,12 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
             except Exception as exc:  # a grader bug must not stop the class
                 yield task, exc
         return
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, as_completed
 
     from transformer_course.grading.run.daskquiet import (
-        NoCtrlC,
         children,
-        ctrl_c_ignored,
         end_workers,
+        local_cluster,
         no_thread_tracebacks,
         quiet,
     )
@@ -203,12 +201,7 @@ def _run(tasks: list[Task], run_args: tuple, workers: int, scheduler: str | None
     cluster = client = None
     try:
         if scheduler is None:
-            # CRITICAL: a task's failure comes back through its future; what workers would log
-            # besides is shutdown noise (heartbeats to a scheduler that has just closed). The dashboard on
-            # a free port (":0"): 8787 may be another cluster's, and Dask would warn about it.
-            with ctrl_c_ignored():
-                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.CRITICAL, plugins=(NoCtrlC(),))
+            cluster = local_cluster(workers)
         client = Client(scheduler or cluster)
         futures = {client.submit(grade_task, *run_args, task, pure=False, retries=1,
                                  key=f"grade-{task.student_id}-{task.assignment}-{uuid.uuid4().hex[:8]}"): task

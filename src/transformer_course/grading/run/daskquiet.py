@@ -1,5 +1,6 @@
 """The grading cluster's manners (imported only where Dask runs): Ctrl-C left to the grading process,
-no traceback or log while it closes, no worker process left behind."""
+no traceback or log while it closes, no worker process left behind, and no CPU time spent on watching
+itself that the notebooks need (:data:`LOCAL_CLUSTER`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ from typing import Any
 
 import psutil
 from distributed.diagnostics.plugin import WorkerPlugin
+
+# Dask's defaults for the local cluster of `grade`, where each worker runs one notebook at a time and
+# waits on its kernel most of the time: a statistical profiler that walks every thread's stack each 10 ms
+# (for a dashboard nobody opens), an event-loop health check each 20 ms, a system monitor each 500 ms,
+# in every process. On 2 cores an idle cluster of 2 workers spent 2.1 CPU s every 20 s on them (10% of
+# a core), and with these 0.3 (quality/bench.py and docs/benchmarks.md: a class graded with both). The
+# memory monitor (the nanny's restart of a worker over its memory) still runs, every 500 ms.
+LOCAL_CLUSTER = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "500ms",
+}
 
 
 class NoCtrlC(WorkerPlugin):
@@ -44,6 +58,20 @@ def ctrl_c_ignored() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, handler)
+
+
+def local_cluster(workers: int) -> Any:
+    """A Dask ``LocalCluster`` of ``workers`` single-threaded processes on this machine, with the manners
+    above: Ctrl-C ignored while it starts, then :class:`NoCtrlC`; :data:`LOCAL_CLUSTER`; logs only at
+    CRITICAL (a task's failure comes back through its future; what workers would log besides is shutdown
+    noise, heartbeats to a scheduler that has just closed); the dashboard on a free port (8787 may be
+    another cluster's, and Dask would warn about it)."""
+    import dask
+    from distributed import LocalCluster
+
+    with ctrl_c_ignored(), dask.config.set(LOCAL_CLUSTER):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                            silence_logs=logging.CRITICAL, plugins=(NoCtrlC(),))
 
 
 def children() -> set[int]:
