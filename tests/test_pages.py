@@ -22,6 +22,7 @@ from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
 
 from transformer_course.grading.output import sanitise
+from transformer_course.grading.output.memo import TEMPLATES, Memo
 from transformer_course.grading.output.sanitise import ATTRIBUTES, TAGS, clean_html, render_markdown
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(40))).decode()
@@ -374,3 +375,68 @@ def test_the_similarity_pages_show_a_students_code_as_text(a, b):
         page = Page(shown)
         assert all(element == ("span", {"class": "hl"}) for element in page.elements), page.elements
         assert page.text == as_written(code)
+
+
+# What every page of a class renders alike is rendered once a process (grading/output/memo.py): the same page.
+CODE = st.one_of(st.text(max_size=200), st.sampled_from(["", "x = 1  # a", "%%bash\necho <b>", "def f(:\n  '''",
+                                                          "import torch\nprint(torch.ones(2) @ torch.ones(2))"]))
+LANGUAGES = st.sampled_from([None, "python", "ipython3", "ipython", "bash", "no-such-language"])
+
+
+@pytest.mark.filterwarnings("ignore:No lexer found")
+@given(CODE, LANGUAGES, st.sampled_from([None, {}, {"magics_language": "bash"}, {"magics_language": "html"}]))
+def test_code_highlighted_once_is_highlighted_as_nbconvert_does_every_time(source, language, metadata):
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    theirs = Highlight2HTML(pygments_lexer="ipython3")(source, language, metadata)
+    ours = sanitise.Highlighted(pygments_lexer="ipython3")
+    assert ours(source, language, metadata) == theirs
+    assert ours(source, language, metadata) == theirs  # kept the first time, read the second
+    assert sanitise.Highlighted(pygments_lexer="python")(source, None, metadata) == Highlight2HTML(
+        pygments_lexer="python")(source, None, metadata)  # the lexer is part of the key
+
+
+@given(st.one_of(hostile_html().map(lambda case: case[0]), st.text(max_size=200)), st.sampled_from(["", "a/b"]))
+def test_markdown_rendered_once_is_rendered_as_the_first_time(source, path):
+    first = sanitise._render_markdown(source, {}, path)
+    assert render_markdown(source, None, path) == first
+    assert render_markdown(source, {}, path) == first
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 40)), max_size=200), st.integers(10, 400))
+def test_a_memo_gives_each_keys_value_and_keeps_within_its_budget(calls, budget):
+    memo = Memo(budget)
+    made = []
+    for key, length in calls:
+        value = memo.get((key, length), "k" * key, lambda k=key, n=length: made.append(k) or f"{k}:" + "v" * n)
+        assert value == f"{key}:" + "v" * length
+        assert memo.size == sum(size for _, size in memo.items.values()) <= budget
+        assert all(size <= budget // 100 for _, size in memo.items.values())
+    if calls:
+        key, length = calls[-1]
+        if key + len(f"{key}:") + length <= budget // 100:  # the last value fitted: it is kept, not made again
+            memo.get((key, length), "", lambda: pytest.fail("made again although just kept"))
+
+
+def test_a_second_feedback_page_compiles_no_template_and_is_the_same_page(monkeypatch):
+    """nbgrader makes a new exporter for each notebook: its templates are compiled by the first alone."""
+    import jinja2
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A *title*"),
+                                               nbformat.v4.new_code_cell("print(1)")])
+    config = Config()
+    sanitise.configure(config)
+    TEMPLATES.clear()
+    first, _ = sanitise.FeedbackExporter(config=config, template_name="classic").from_notebook_node(
+        copy.deepcopy(notebook))
+    compiled = []
+    compile_template = jinja2.Environment.compile
+    monkeypatch.setattr(jinja2.Environment, "compile",
+                        lambda *a, **k: compiled.append(a[1:2]) or compile_template(*a, **k))
+    second, _ = sanitise.FeedbackExporter(config=config, template_name="classic").from_notebook_node(
+        copy.deepcopy(notebook))
+    assert second == first and "<h1>A <em>title</em></h1>" in second
+    assert compiled == [], compiled
+    TEMPLATES.clear()
+    sanitise.FeedbackExporter(config=config, template_name="classic").from_notebook_node(copy.deepcopy(notebook))
+    assert compiled  # without the cache each template is compiled again: the counting above can fail

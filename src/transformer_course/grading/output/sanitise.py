@@ -48,6 +48,8 @@ from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 from traitlets.config import Config
 
+from transformer_course.grading.output.memo import TEMPLATES, Memo
+
 # What rendered markdown is made of (mistune's elements) and the plain formatting raw HTML in a
 # markdown cell commonly uses; nothing that runs, loads or styles: no script, style, link, iframe,
 # object, form, input, svg, math, base or meta.
@@ -172,9 +174,19 @@ def _table_cell(renderer, text: str, align: str | None = None, head: bool = Fals
     return f"  <{tag}{aligned}>{text}</{tag}>\n"
 
 
+_MARKDOWN = Memo()
+
+
 def render_markdown(source: str, attachments: dict | None = None, path: str = "") -> str:
     """``source`` (markdown) rendered by :class:`PageRenderer` and cleaned by :func:`clean_html`: HTML
-    safe to put in a page. ``attachments``: the cell's (``{name: {mime: base64}}``)."""
+    safe to put in a page. ``attachments``: the cell's (``{name: {mime: base64}}``). A cell without
+    attachments is rendered once a process (:class:`.memo.Memo`): the release's text is in every page."""
+    if not attachments:
+        return _MARKDOWN.get((source, path), source, lambda: _render_markdown(source, {}, path))
+    return _render_markdown(source, attachments, path)
+
+
+def _render_markdown(source: str, attachments: dict, path: str) -> str:
     renderer = PageRenderer(attachments=attachments, path=path)
     markdown = MarkdownWithMath(renderer=renderer)
     renderer.register("table_cell", _table_cell)  # after the table plugin registered its own
@@ -223,6 +235,19 @@ class PageOutputs(Preprocessor):
         return cell, resources
 
 
+_HIGHLIGHTED = Memo()
+
+
+class Highlighted(Highlight2HTML):
+    """nbconvert's highlighting of code cells, each source highlighted once a process in each language
+    (:class:`.memo.Memo`): the cells the release gives are in every student's page."""
+
+    def __call__(self, source, language=None, metadata=None):
+        magics = metadata.get("magics_language") if isinstance(metadata, dict) else None  # all it reads there
+        key = (source, language or self.pygments_lexer, magics, repr(sorted(self.extra_formatter_options.items())))
+        return _HIGHLIGHTED.get(key, source, lambda: super(Highlighted, self).__call__(source, language, metadata))
+
+
 def _whole_number(value) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool) and value >= 0) or (
         isinstance(value, str) and NUMBER.fullmatch(value) is not None)
@@ -234,7 +259,13 @@ class FeedbackExporter(HTMLExporter):
     placeholder and the JupyterLab template's cells a ``tabindex``, and writes it out again, which costs
     about as much CPU time as rendering the page. The feedback template is the classic one, which has none
     of those cells, and every image already has alt text (:class:`PageOutputs` for outputs, :class:`AltText`
-    in markdown): the page is the same page (tests/test_pages.py parses both)."""
+    in markdown): the page is the same page (tests/test_pages.py parses both). Its templates are compiled
+    once a process (:data:`.memo.TEMPLATES`), and its code cells highlighted by :class:`Highlighted`."""
+
+    def _create_environment(self):
+        environment = super()._create_environment()
+        environment.bytecode_cache = TEMPLATES
+        return environment
 
     def from_notebook_node(self, nb, resources=None, **kw):
         outputs = [output for cell in nb.cells for output in cell.get("outputs", [])]
@@ -244,7 +275,7 @@ class FeedbackExporter(HTMLExporter):
         lexer = language.get("pygments_lexer", language.get("name", None))
         # As HTMLExporter.from_notebook_node registers them before it renders.
         self.register_filter("highlight_code", self.filters.get(
-            "highlight_code", Highlight2HTML(pygments_lexer=lexer, parent=self)))
+            "highlight_code", Highlighted(pygments_lexer=lexer, parent=self)))
         resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
