@@ -13,6 +13,7 @@ most of a page's CPU time (docs/benchmarks.md).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
@@ -50,18 +51,22 @@ class Memo:
     def __init__(self, budget: int = BUDGET):
         self.budget, self.size = budget, 0
         self.items: OrderedDict[Hashable, tuple[str, int]] = OrderedDict()
+        self.lock = threading.Lock()  # a server may render pages in threads: a key read while another goes out
 
     def get(self, key: Hashable, text: str, make: Callable[[], str]) -> str:
         """The value for ``key`` (whose text, for the budget, is ``text``), made by ``make`` if not kept."""
-        if key in self.items:
-            self.items.move_to_end(key)
-            return self.items[key][0]
-        value = make()
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key][0]
+        value = make()  # outside the lock: another thread may make the same value meanwhile, the same value
         size = len(text) + len(value)
         if size <= self.budget // 100:
-            self.items[key] = (value, size)
-            self.size += size
-            while self.size > self.budget:
-                _, (_, dropped) = self.items.popitem(last=False)
-                self.size -= dropped
+            with self.lock:
+                if key not in self.items:
+                    self.items[key] = (value, size)
+                    self.size += size
+                while self.size > self.budget:
+                    _, (_, dropped) = self.items.popitem(last=False)
+                    self.size -= dropped
         return value

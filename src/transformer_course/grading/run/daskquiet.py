@@ -18,8 +18,8 @@ from distributed.diagnostics.plugin import WorkerPlugin
 # waits on its kernel most of the time: a statistical profiler that walks every thread's stack each 10 ms
 # (for a dashboard nobody opens), an event-loop health check each 20 ms, a system monitor each 500 ms,
 # in every process. On 2 cores an idle cluster of 2 workers spent 2.1 CPU s every 20 s on them (10% of
-# a core), and with these 0.3 (quality/bench.py and docs/benchmarks.md: a class graded with both). The
-# memory monitor (the nanny's restart of a worker over its memory) still runs, every 500 ms.
+# a core), and with these 0.3 (docs/benchmarks.md, "The last seconds of the class figure"). The memory
+# monitor (the nanny's restart of a worker over its memory) still runs, every 500 ms.
 LOCAL_CLUSTER = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1s",
