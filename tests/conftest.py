@@ -56,7 +56,14 @@ HEAVY_MODULES = {
     "test_memory.py",
     "test_resume.py",
 }
-HEAVY_TESTS = {  # a name without parameters marks each of its parameters
+# The tests that load the machine on purpose (more threads than cores, busy processes beside the grader): one
+# group, never beside one another, handed out first, beside the catalogue (whose claims hold no clock).
+LOAD_TESTS = {
+    "test_checks.py::test_verdicts_hold_under_any_threads_and_load",
+    "test_grading.py::test_same_answers_same_scores_under_any_threads_and_load",
+    "test_grading.py::test_scores_do_not_depend_on_the_machine_load",
+}
+HEAVY_TESTS = LOAD_TESTS | {  # a name without parameters marks each of its parameters
     "test_book.py::test_every_chapter_is_there_in_order",
     "test_boundary.py::test_hostile_hand_ins_are_their_own_rows_and_the_class_is_written",
     "test_boundary.py::test_one_pairs_failure_anywhere_leaves_the_others_rows",
@@ -64,15 +71,12 @@ HEAVY_TESTS = {  # a name without parameters marks each of its parameters
     "test_build.py::test_solution_notebooks_run_top_to_bottom",
     "test_checks.py::test_a_catalogue_file_is_checked_on_its_own",
     "test_checks.py::test_correct_variant_passes[beam_search-topk_per_hypothesis]",
-    "test_checks.py::test_verdicts_hold_under_any_threads_and_load",
     "test_collect.py::test_collected_canvas_zip_is_graded",
     "test_faults.py::test_ctrl_c_with_dask_ends_quietly_and_leaves_no_worker",
     "test_gradescope.py::test_correct_wrong_broken_and_missing_submissions",
     "test_grading.py::test_a_solution_that_lost_points_is_timed_once_and_reported_to_instructors_only",
     "test_grading.py::test_limits_are_measured_on_the_solution_once_per_machine",
     "test_grading.py::test_nbgraders_own_autograde_with_the_course_config_grades_as_the_course_does",
-    "test_grading.py::test_same_answers_same_scores_under_any_threads_and_load",
-    "test_grading.py::test_scores_do_not_depend_on_the_machine_load",
     "test_hostile_output.py::test_honest_students_keep_their_score_and_the_attacker_gains_nothing",
     "test_hostile_output.py::test_no_csv_cell_is_a_formula_and_every_cell_reads_back",
     "test_hostile_output.py::test_the_class_report_and_similarity_pages_run_nothing_a_student_wrote",
@@ -104,22 +108,16 @@ _KERNELS_ALLOWED = [True]
 
 
 # `make test` runs two pytest processes side by side (pytest-xdist, `-n 2`): in a grading test one process often
-# waits for another (a kernel, a judge, pip, a browser) and a core is left idle. The heavy tests stay in one
-# process, in the files' order, as a plain run has them (each grading fixture made once, the tests that load
-# the machine on purpose never beside another such test); the other process grades the catalogue (CPU only, no
-# clock in its claims), then runs the tests that start no kernel, a module at a time. Each process's collection
-# writes each test's group to GROUPS, which the scheduler reads (xdist's own `xdist_group` marks set the groups
-# by renaming a test, which pytest 9 no longer lets a plugin do).
+# waits for another (a kernel, a judge, pip, a browser) and a core is left idle. Tests are handed out by group, each
+# group whole to one process: the catalogue; the tests that load the machine (LOAD_TESTS); the tests of the session's
+# graded class (its fixture made once); then each module (its module fixtures made once), the modules with heavy
+# tests first, the most heavy tests first (the longest work first: neither process is left with the last long
+# module while the other idles; one process had run every heavy test, 1,530 s against the other's 710 s), then the
+# rest in the files' order. Each process's collection writes each test's group to GROUPS, which the scheduler
+# reads (xdist's own `xdist_group` marks set the groups by renaming a test, which pytest 9 no longer lets a plugin do).
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 GROUPS = Path(tempfile.gettempdir()) / f"transformer-course-test-groups-{os.getppid() if XDIST_WORKER else os.getpid()}"
-FIRST = ["catalogue", "heavy"]  # handed out first, one to each process
-# Heavy tests that share no grading fixture and load the machine no more than grading does: in their module's group,
-# so the other process takes them after the catalogue (the heavy process had run alone for its last ten minutes).
-OWN_GROUP = {
-    "test_build.py::test_solution_notebooks_run_top_to_bottom",
-    "test_distributed.py::test_cluster_grades_equal_local_grades",
-    "test_release.py::test_the_release_environment_installs_and_runs_notebook_01",
-}
+FIRST = ["catalogue", "load", "graded"]
 
 if XDIST_WORKER:
     import torch
@@ -135,11 +133,25 @@ def _named(item: pytest.Item, names: set[str]) -> bool:
 
 
 def _group(item: pytest.Item) -> str:
-    if "catalogue_graded" in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if "catalogue_graded" in fixtures:
         return "catalogue"
-    if item.get_closest_marker("heavy") and not _named(item, OWN_GROUP):
-        return "heavy"
+    if _named(item, LOAD_TESTS):
+        return "load"
+    if "graded" in fixtures:
+        return "graded"
     return item.nodeid.split("::")[0]
+
+
+def _order(items: list[pytest.Item], groups: dict[str, str]) -> dict[str, int]:
+    """Each group's place: FIRST's, then the groups by their number of heavy tests (most first), the files' order
+    breaking ties (a stable sort)."""
+    heavy: dict[str, int] = {}
+    for item in items:
+        heavy[groups[item.nodeid]] = heavy.get(groups[item.nodeid], 0) + bool(item.get_closest_marker("heavy"))
+    ranked = sorted(heavy, key=lambda group: (group not in FIRST, FIRST.index(group) if group in FIRST else 0,
+                                              -heavy[group]))
+    return {group: place for place, group in enumerate(ranked)}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -149,7 +161,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.heavy)
     if XDIST_WORKER:  # a plain run keeps the files' order
         groups = {item.nodeid: _group(item) for item in items}
-        items.sort(key=lambda item: FIRST.index(groups[item.nodeid]) if groups[item.nodeid] in FIRST else len(FIRST))
+        place = _order(items, groups)
+        items.sort(key=lambda item: place[groups[item.nodeid]])
         part = GROUPS.with_suffix(f".{XDIST_WORKER}")
         part.write_text(json.dumps(groups))
         part.replace(GROUPS)  # whole: the processes collect the same tests

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import re
 import shutil
 
@@ -237,6 +238,14 @@ def test_same_answers_same_scores_under_any_threads_and_load(repo, tmp_path):
         assert runs[1][student] == {k: float(v) for k, v in expected[student][a08].items()}, runs[1][student]
 
 
+def _own_machine(monkeypatch) -> None:
+    """The limits these tests write and delete are kept under a machine name of their own: a grading run beside
+    them (the other pytest process) keeps reading this machine's."""
+    from transformer_course.grading.notebook import limits
+
+    monkeypatch.setattr(limits.platform, "node", lambda: f"tests-{os.getpid()}")
+
+
 def test_limits_are_measured_on_the_solution_once_per_machine(repo, tmp_path, monkeypatch):
     """The grader times the solution's cells on this machine (graded through the same path, full marks)
     and keeps them: the next grader reads them instead of grading the solution again."""
@@ -245,6 +254,7 @@ def test_limits_are_measured_on_the_solution_once_per_machine(repo, tmp_path, mo
     from transformer_course.grading.run.batch import grader_version
 
     assignment = repo.assignment("01_self_attention")
+    _own_machine(monkeypatch)
     cache = limits.cache_file(repo, assignment, grader_version(repo))
     cache.unlink(missing_ok=True)
     monkeypatch.setattr(nbgrader_setup, "SOLUTION_SECONDS", {})  # this process: nothing measured yet
@@ -274,6 +284,7 @@ def test_a_solution_that_lost_points_is_timed_once_and_reported_to_instructors_o
     from transformer_course.grading.run.batch import grader_version
 
     assignment = repo.assignment("01_self_attention")
+    _own_machine(monkeypatch)
     cache = limits.cache_file(repo, assignment, grader_version(repo))
     kept_before = limits.load(cache)
     cache.unlink(missing_ok=True)
