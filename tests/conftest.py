@@ -230,6 +230,14 @@ def multi30k_dir() -> Path | None:
     return Path(value) if value and Path(value).is_dir() else None
 
 
+@pytest.fixture
+def local_multi30k(multi30k_dir: Path | None) -> Path:
+    """The local Multi30k copy; a test that needs it skips, saying where it was looked for, when there is none."""
+    if multi30k_dir is None:
+        pytest.skip(f"no local Multi30k copy (set MULTI30K_DIR or provide {SHARED_MULTI30K})")
+    return multi30k_dir
+
+
 @pytest.fixture(scope="session")
 def repo() -> Repo:
     return Repo(ROOT)

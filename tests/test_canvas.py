@@ -123,6 +123,9 @@ def test_push_dry_run_then_push_then_nothing_left_to_send(canvas, tmp_path, caps
     puts = [r for r in canvas.requests if r[0] == "PUT"]
     assert len(puts) == 2 and not any("/10004" in path for _, path in puts)
 
+    # Canvas's own late policy takes 2 points off 10001's posted grade (score); the grade as posted (entered_score)
+    # is what was sent, so nothing is sent again (the course's penalty is in it already).
+    canvas.submissions[aid, 10001]["score"] = 8.0
     before = len(canvas.requests)
     assert main(argv) == 0
     again = capsys.readouterr().out

@@ -23,19 +23,15 @@ def test_manifest_and_module_agree():
     assert manifest["local_env"] == multi30k.LOCAL_ENV
 
 
-def test_shared_copy_matches_the_published_sums(multi30k_dir):
-    if multi30k_dir is None:
-        pytest.skip("no local Multi30k copy (set MULTI30K_DIR or provide ../shared/data/multi30k)")
-    sums = dict(line.split()[::-1] for line in (multi30k_dir / "SHA256SUMS").read_text().splitlines())
+def test_shared_copy_matches_the_published_sums(local_multi30k):
+    sums = dict(line.split()[::-1] for line in (local_multi30k / "SHA256SUMS").read_text().splitlines())
     assert sums == multi30k.SHA256
 
 
-def test_splits_load_aligned(multi30k_dir):
-    if multi30k_dir is None:
-        pytest.skip("no local Multi30k copy")
-    sizes = {split: len(multi30k.load_split(split, multi30k_dir)[0]) for split in multi30k.SPLITS}
+def test_splits_load_aligned(local_multi30k):
+    sizes = {split: len(multi30k.load_split(split, local_multi30k)[0]) for split in multi30k.SPLITS}
     assert sizes == {"train": 29000, "val": 1014, "test_2016_flickr": 1000}
-    german, english = multi30k.load_split("val", multi30k_dir)
+    german, english = multi30k.load_split("val", local_multi30k)
     assert len(german) == len(english) and german[0] and english[0]
 
 
@@ -54,11 +50,9 @@ def test_missing_local_file_is_a_clear_error(tmp_path):
         multi30k.data_files(tmp_path / "copy")
 
 
-def test_corrupt_local_file_is_a_clear_error(tmp_path, multi30k_dir):
-    if multi30k_dir is None:
-        pytest.skip("no local Multi30k copy")
+def test_corrupt_local_file_is_a_clear_error(tmp_path, local_multi30k):
     copy = tmp_path / "copy"
-    shutil.copytree(multi30k_dir, copy)
+    shutil.copytree(local_multi30k, copy)
     (copy / "train.de.gz").write_bytes(b"not the data")
     with pytest.raises(multi30k.DataError, match="train.de.gz is corrupt: sha256"):
         multi30k.load_split("train", copy)

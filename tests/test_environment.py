@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import tomllib
 from pathlib import Path
 
 import pytest
-
-from .conftest import SHARED_MULTI30K
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,11 +47,9 @@ def test_makefile_installs_the_pinned_torch():
     assert torch_pin in (ROOT / "Makefile").read_text()
 
 
-def test_multi30k_manifest_matches_the_shared_checksums():
+def test_multi30k_manifest_matches_the_shared_checksums(local_multi30k):
     manifest = json.loads((ROOT / "data" / "multi30k.json").read_text())
-    shared = Path(os.environ.get("MULTI30K_DIR", SHARED_MULTI30K))
-    if not (shared / "SHA256SUMS").is_file():
-        pytest.skip(f"no local Multi30k copy at {shared}")
+    shared = local_multi30k
     sums = dict(reversed(line.split()) for line in (shared / "SHA256SUMS").read_text().splitlines() if line)
     assert manifest["files"] == sums
     for name, digest in manifest["files"].items():

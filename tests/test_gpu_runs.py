@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 
 RUN = ROOT / "docs" / "runs" / "2026-11-27-h100"
@@ -59,10 +57,8 @@ def test_the_time_to_quality_section_quotes_its_run():
     assert f"(the bf16 loop: {bf16['val_bleu']} at step {bf16['steps']}, {bf16['seconds']} s)" in docs
 
 
-def test_gpu_speed_runs_and_records_what_the_docs_quote(tmp_path, multi30k_dir):
+def test_gpu_speed_runs_and_records_what_the_docs_quote(tmp_path, local_multi30k):
     """The tiny configuration on the CPU, a few seconds: the record has every field the docs read."""
-    if multi30k_dir is None:
-        pytest.skip("no local Multi30k copy (set MULTI30K_DIR or provide ../shared/data/multi30k)")
     run = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_speed.py"), "--config", "tiny", "--variants",
                           "notebook", "--cap", "3", "--first-eval", "1.5", "--every", "1.5", "--target", "99",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)

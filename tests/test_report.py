@@ -180,8 +180,11 @@ def test_a_roster_is_read_by_column_name_and_the_run_takes_the_first_found(tmp_p
     out.mkdir()
     roster.keep(out, {"10003": "Cho"})
     assert roster.for_run(out=out) == roster.for_run(tmp_path / "a" / "b", out=out) == {"10003": "Cho"}
+    capsys.readouterr()
     (tmp_path / "students.csv").write_text("id,who\n10001,Ada\n")  # not collect's: no names, the run goes on
     assert roster.for_run(submitted) == {}
+    said = capsys.readouterr().err  # and says so
+    assert f"warning: {tmp_path / 'students.csv'}: no student_id or name column" in said and "ids alone" in said
     mine.write_text("student_id,full_name\n10001,Ada\n")
     with pytest.raises(roster.RosterError, match="no name column; expected a header with student_id and name"):
         roster.for_run(submitted, mine)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import html
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def read(path: Path) -> dict[str, str]:
 def for_run(submitted: Path | None = None, roster: Path | None = None, out: Path | None = None) -> dict[str, str]:
     """The names of a run: ``roster`` (``--roster``), else ``students.csv`` beside ``submitted``, else those
     ``OUT/roster.csv`` kept; {} where there is none. A ``students.csv`` that cannot be read gives no names
-    (it is collect's, and the ids are enough to grade); a ``--roster`` that cannot be read is an error.
+    and a warning on stderr (it is collect's, and the ids are enough to grade); a ``--roster`` that cannot be
+    read is an error.
 
     Raises:
         RosterError: ``roster`` cannot be read or lacks its columns.
@@ -89,7 +91,9 @@ def for_run(submitted: Path | None = None, roster: Path | None = None, out: Path
         if path.is_file():
             try:
                 return read(path)
-            except RosterError:
+            except RosterError as exc:
+                print(f"warning: {exc}: no names are shown, the ids alone (--roster FILE.csv gives them)",
+                      file=sys.stderr)
                 return {}
     return {}
 
