@@ -112,9 +112,9 @@ _KERNELS_ALLOWED = [True]
 # group whole to one process: the catalogue; the tests that load the machine (LOAD_TESTS); the tests of the session's
 # graded class (its fixture made once); then each module (its module fixtures made once), the modules with heavy
 # tests first, the most heavy tests first (the longest work first: neither process is left with the last long
-# module while the other idles; one process had run every heavy test, 1,530 s against the other's 710 s), then the
-# rest in the files' order. Each process's collection writes each test's group to GROUPS, which the scheduler
-# reads (xdist's own `xdist_group` marks set the groups by renaming a test, which pytest 9 no longer lets a plugin do).
+# module while the other idles, as when one process ran every heavy test), then the rest in the files' order.
+# Each process's collection writes each test's group to GROUPS, which the scheduler reads (xdist's own
+# `xdist_group` marks set the groups by renaming a test, which pytest 9 no longer lets a plugin do).
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 GROUPS = Path(tempfile.gettempdir()) / f"transformer-course-test-groups-{os.getppid() if XDIST_WORKER else os.getpid()}"
 FIRST = ["catalogue", "load", "graded"]
