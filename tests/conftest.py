@@ -149,8 +149,7 @@ def _order(items: list[pytest.Item], groups: dict[str, str]) -> dict[str, int]:
     heavy: dict[str, int] = {}
     for item in items:
         heavy[groups[item.nodeid]] = heavy.get(groups[item.nodeid], 0) + bool(item.get_closest_marker("heavy"))
-    ranked = sorted(heavy, key=lambda group: (group not in FIRST, FIRST.index(group) if group in FIRST else 0,
-                                              -heavy[group]))
+    ranked = sorted(heavy, key=lambda group: (FIRST.index(group) if group in FIRST else len(FIRST), -heavy[group]))
     return {group: place for place, group in enumerate(ranked)}
 
 
